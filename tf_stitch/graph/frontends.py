@@ -1,0 +1,109 @@
+"""Everything that can be optimized, turned into one frozen `Graph` plus its call signature.
+
+Accepted: a GraphDef (or its bytes), a `ConcreteFunction`, a `tf.function` (with an input
+signature, given here or declared on it) and a Keras model. Variables are frozen into constants,
+as TF-TRT does: later changes to the variables are not seen by the optimized graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import tensorflow as tf
+from tensorflow.python.framework.convert_to_constants import (
+    convert_variables_to_constants_v2,
+)
+
+from tf_stitch.graph.io import graph_from_graph_def, parse_graph_def
+from tf_stitch.graph.ir import Graph
+
+ACCEPTED = (
+    "a GraphDef (or its serialized bytes), a tf.function, a ConcreteFunction or a Keras model"
+)
+
+
+@dataclass
+class Frontend:
+    """A frozen graph and how to call it like the original."""
+
+    graph: Graph
+    kind: str  # "graph_def" | "concrete_function"
+    structured_inputs: Any = None  # (args, kwargs) of TensorSpecs
+    structured_outputs: Any = None
+
+
+def is_keras_model(obj: Any) -> bool:
+    try:
+        import keras
+    except ImportError:  # pragma: no cover - keras ships with TensorFlow 2.21
+        return False
+    return isinstance(obj, keras.Model)
+
+
+def load(
+    obj: Any,
+    *,
+    inputs: Sequence[str] | None = None,
+    outputs: Sequence[str] | None = None,
+    input_signature: Sequence[tf.TensorSpec] | None = None,
+) -> Frontend:
+    """Freezes `obj` into a Frontend, or raises TypeError/ValueError saying what is wrong."""
+    if isinstance(obj, bytes | bytearray | memoryview) or type(obj).__name__ == "GraphDef":
+        if input_signature is not None:
+            raise TypeError("input_signature applies to functions and Keras models, not GraphDefs")
+        return Frontend(graph_from_graph_def(parse_graph_def(obj), inputs, outputs), "graph_def")
+    if inputs is not None or outputs is not None:
+        raise TypeError("inputs=/outputs= name tensors of a GraphDef; functions have signatures")
+    return from_concrete_function(concrete_function_of(obj, input_signature))
+
+
+def concrete_function_of(obj: Any, input_signature: Sequence[tf.TensorSpec] | None) -> Any:
+    """The ConcreteFunction to freeze for a tf.function, ConcreteFunction or Keras model."""
+    from tensorflow.python.eager.polymorphic_function.concrete_function import ConcreteFunction
+
+    if isinstance(obj, ConcreteFunction):
+        if input_signature is not None:
+            raise TypeError("a ConcreteFunction already has its signature; drop input_signature")
+        return obj
+    if is_keras_model(obj):
+        return _keras_concrete_function(obj, input_signature)
+    if hasattr(obj, "get_concrete_function"):
+        try:
+            if input_signature is not None:
+                return obj.get_concrete_function(*input_signature)
+            return obj.get_concrete_function()
+        except (TypeError, ValueError) as e:
+            raise TypeError(
+                f"cannot trace {getattr(obj, '__name__', obj)!r} without an input signature "
+                f"(pass input_signature=[tf.TensorSpec(...), ...]): {e}"
+            ) from None
+    raise TypeError(f"tf_stitch expects {ACCEPTED}; got {type(obj).__name__}")
+
+
+def _keras_concrete_function(model: Any, input_signature: Sequence[tf.TensorSpec] | None) -> Any:
+    if input_signature is None:
+        try:
+            specs = [tf.TensorSpec(t.shape, t.dtype) for t in model.inputs]
+        except (AttributeError, ValueError):
+            raise TypeError(
+                "this Keras model has no known inputs (it was never built); pass "
+                "input_signature=[tf.TensorSpec(...)]"
+            ) from None
+    else:
+        specs = list(input_signature)
+
+    def call(*args: Any) -> Any:
+        return model(args[0] if len(args) == 1 else list(args), training=False)
+
+    return tf.function(call).get_concrete_function(*specs)
+
+
+def from_concrete_function(cf: Any) -> Frontend:
+    frozen = convert_variables_to_constants_v2(cf)
+    gd = frozen.graph.as_graph_def()
+    in_names = [t.name for t in frozen.inputs]
+    out_names = [t.name for t in frozen.outputs]
+    graph = graph_from_graph_def(gd, in_names, out_names)
+    return Frontend(graph, "concrete_function", cf.structured_input_signature, cf.structured_outputs)
