@@ -1,0 +1,16 @@
+"""tf_stitch: deep kernel fusion (FusionStitching / AStitch) and across-stack profiling for
+TensorFlow. The public API, nothing else."""
+
+from tf_stitch.launches import LaunchReport, count_launches
+from tf_stitch.optimize import OptimizedFunction, explain, function, optimize
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "LaunchReport",
+    "OptimizedFunction",
+    "count_launches",
+    "explain",
+    "function",
+    "optimize",
+]

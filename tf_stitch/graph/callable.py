@@ -10,19 +10,22 @@ import tensorflow as tf
 from tf_stitch.graph.io import GraphDef
 
 
-def concrete_function_from_graph_def(
-    graph_def: GraphDef, inputs: Sequence[str], outputs: Sequence[str]
+def function_from_graph_def(
+    graph_def: GraphDef, inputs: Sequence[str], outputs: Sequence[str], specs: Sequence[Any]
 ) -> Any:
-    """A ConcreteFunction taking the `inputs` tensors (flat, in order) and returning `outputs`."""
+    """A `tf.function` taking the `inputs` tensors (flat, in order, matching `specs`) and
+    returning the `outputs` tensors of `graph_def` (imported once, when it is traced)."""
+    input_names, output_names = list(inputs), list(outputs)
 
-    def _import() -> None:
-        tf.compat.v1.import_graph_def(graph_def, name="")
+    def run(*args: Any) -> Any:
+        return tf.graph_util.import_graph_def(
+            graph_def,
+            input_map=dict(zip(input_names, args, strict=True)),
+            return_elements=output_names,
+            name="stitched",
+        )
 
-    wrapped = tf.compat.v1.wrap_function(_import, [])
-    g = wrapped.graph
-    feeds = [g.as_graph_element(n) for n in inputs]
-    fetches = [g.as_graph_element(n) for n in outputs]
-    return wrapped.prune(feeds, fetches)
+    return tf.function(run, input_signature=list(specs), reduce_retracing=False)
 
 
 class GraphFunction:

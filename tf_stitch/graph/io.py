@@ -109,6 +109,40 @@ def _unconsumed(graph: Graph) -> tuple[list[TensorRef], list[str]]:
     return outputs, targets
 
 
+# Float constants at least this large are given to shape inference as Placeholders: their values
+# never decide a shape, and serializing them would dominate the cost.
+_LIGHT_CONST_ELEMENTS = 1024
+
+
+def infer_shapes(graph: Graph) -> Graph:
+    """A copy of `graph` with every TensorInfo recomputed by TensorFlow's shape inference."""
+    gd = graph_pb2.GraphDef()
+    if graph.versions:
+        gd.versions.ParseFromString(graph.versions)
+    if graph.library:
+        gd.library.ParseFromString(graph.library)
+    for node in graph:
+        gd.node.append(_light_node(node))
+    infos = _infer_shapes(gd)
+    out = graph.copy()
+    for node in out:
+        node.outputs = infos[node.name]
+    return out
+
+
+def _light_node(node: Node) -> node_def_pb2.NodeDef:
+    value = node.attrs.get("value")
+    if node.op == "Const" and isinstance(value, TensorValue) and value.dtype in ("float32", "float16", "bfloat16", "float64"):
+        arr = np.asarray(value.array)
+        if arr.size >= _LIGHT_CONST_ELEMENTS:
+            nd = node_def_pb2.NodeDef(name=node.name, op="Placeholder", device=node.device)
+            nd.attr["dtype"].type = tf.as_dtype(value.dtype).as_datatype_enum
+            nd.attr["shape"].shape.CopyFrom(tf.TensorShape(arr.shape).as_proto())
+            nd.input.extend("^" + c for c in node.control_inputs)
+            return nd
+    return node_to_proto(node)
+
+
 def _infer_shapes(gd: graph_pb2.GraphDef) -> dict[str, list[TensorInfo]]:
     with tf.Graph().as_default() as g:
         try:

@@ -1,0 +1,316 @@
+"""Kernel IR -> C++ for the CPU.
+
+The kernel is a shared library exporting the StitchedKernel ABI (`ts_abi_version`, `ts_run`).
+`ts_run` processes rows [begin, end): the op hands ranges of rows to TensorFlow's intra-op thread
+pool. Within a row, each stage is a loop over the row's elements; loops that reduce keep
+`LANES` partial results so that the compiler vectorizes them without -ffast-math (which would
+change NaN semantics).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+
+from tf_stitch.codegen.kernel_ir import (
+    Accumulate,
+    BufferLoad,
+    BufferStore,
+    Call,
+    Expr,
+    Kernel,
+    Let,
+    Lit,
+    Load,
+    Param,
+    ReduceResult,
+    Size,
+    Stmt,
+    Store,
+    Var,
+)
+
+LANES = 16
+ABI_VERSION = 1
+_CTYPE = {"float32": "float", "bool": "bool"}
+
+# Scalar expression of each op; {0}, {1}, {2} are the operands.
+_EXPR = {
+    "Add": "({0} + {1})",
+    "AddV2": "({0} + {1})",
+    "Sub": "({0} - {1})",
+    "Mul": "({0} * {1})",
+    "RealDiv": "({0} / {1})",
+    "Div": "({0} / {1})",
+    "Maximum": "ts_max({0}, {1})",
+    "Minimum": "ts_min({0}, {1})",
+    "Pow": "ts_pow({0}, {1})",
+    "SquaredDifference": "ts_sqdiff({0}, {1})",
+    "Less": "({0} < {1})",
+    "LessEqual": "({0} <= {1})",
+    "Greater": "({0} > {1})",
+    "GreaterEqual": "({0} >= {1})",
+    "Equal": "({0} == {1})",
+    "NotEqual": "({0} != {1})",
+    "LogicalAnd": "({0} && {1})",
+    "LogicalOr": "({0} || {1})",
+    "LogicalNot": "(!{0})",
+    "Select": "({0} ? {1} : {2})",
+    "SelectV2": "({0} ? {1} : {2})",
+    "Neg": "(-{0})",
+    "Abs": "std::fabs({0})",
+    "Sign": "ts_sign({0})",
+    "Exp": "ts_exp({0})",
+    "Expm1": "ts_expm1({0})",
+    "Log": "ts_log({0})",
+    "Log1p": "ts_log1p({0})",
+    "Sqrt": "std::sqrt({0})",
+    "Rsqrt": "(1.0f / std::sqrt({0}))",
+    "Square": "({0} * {0})",
+    "Reciprocal": "(1.0f / {0})",
+    "Inv": "(1.0f / {0})",
+    "Tanh": "ts_tanh({0})",
+    "Sigmoid": "ts_sigmoid({0})",
+    "Relu": "ts_relu({0})",
+    "Relu6": "ts_min(ts_relu({0}), 6.0f)",
+    "Elu": "ts_elu({0})",
+    "Selu": "ts_selu({0})",
+    "Softplus": "ts_softplus({0})",
+    "Softsign": "({0} / (1.0f + std::fabs({0})))",
+    "Erf": "ts_erf({0})",
+    "Erfc": "ts_erfc({0})",
+    "Floor": "std::floor({0})",
+    "Ceil": "std::ceil({0})",
+    "Round": "std::rint({0})",
+}
+
+_REDUCE_INIT = {"Sum": "0.0f", "Mean": "0.0f", "Prod": "1.0f", "Max": "-INFINITY", "Min": "INFINITY"}
+_REDUCE_STEP = {
+    "Sum": "{a} + {v}",
+    "Mean": "{a} + {v}",
+    "Prod": "{a} * {v}",
+    "Max": "ts_max({a}, {v})",
+    "Min": "ts_min({a}, {v})",
+}
+
+# Helpers of the op table above (NaN-propagating like TensorFlow's CPU kernels).
+_OPS_PRELUDE = """
+static inline float ts_max(float a, float b) { return a != a ? a : (b != b ? b : (a < b ? b : a)); }
+static inline float ts_min(float a, float b) { return a != a ? a : (b != b ? b : (b < a ? b : a)); }
+static inline float ts_relu(float a) { return a < 0.0f ? 0.0f : a; }
+static inline float ts_sqdiff(float a, float b) { const float d = a - b; return d * d; }
+static inline float ts_sign(float a) { return a > 0.0f ? 1.0f : (a < 0.0f ? -1.0f : (a == 0.0f ? 0.0f : a)); }
+static inline float ts_pow(float a, float b) { return std::pow(a, b); }
+static inline float ts_elu(float a) { return a > 0.0f ? a : ts_expm1(a); }
+static inline float ts_selu(float a) {
+  return a > 0.0f ? 1.05070098735548049342f * a : 1.75809934084737685994f * ts_expm1(a);
+}
+"""
+
+
+@cache
+def _math_header() -> str:
+    return (resources.files("tf_stitch.codegen") / "cpu_math.h").read_text()
+
+
+def emit_cpu(kernel: Kernel) -> str:
+    """The complete, self-contained C++ source of one kernel library."""
+    return _Emitter(kernel).source()
+
+
+class _Emitter:
+    def __init__(self, kernel: Kernel) -> None:
+        self.k = kernel
+        self.params = {p.name: p for p in kernel.inputs + kernel.outputs}
+        self.reductions = {r.name: r for r in kernel.reductions}
+        self.lines: list[str] = []
+
+    def source(self) -> str:
+        k = self.k
+        head = [f"// tf_stitch kernel {k.name}: {k.schedule}"]
+        head += [f"//   {m}" for m in k.members]
+        head += [
+            "#include <cmath>",
+            "#include <cstdint>",
+            "",
+            _math_header(),
+            _OPS_PRELUDE,
+            f'extern "C" int ts_abi_version(void) {{ return {ABI_VERSION}; }}',
+            "",
+            'extern "C" void ts_run(const void* const* ts_in, void* const* ts_out, '
+            "const int64_t* ts_sym, int64_t ts_begin, int64_t ts_end) {",
+        ]
+        self.lines = head
+        self._prologue()
+        self._emit("for (int64_t r = ts_begin; r < ts_end; ++r) {", 1)
+        self._row_offsets()
+        for loop, stmts in enumerate(k.loops):
+            self._stmts(k.row_stmts[loop], 2, row=True)
+            self._loop(loop, stmts)
+        self._stmts(k.row_stmts[len(k.loops)], 2, row=True)
+        self._emit("}", 1)
+        self._emit("}")
+        return "\n".join(self.lines) + "\n"
+
+    def _emit(self, text: str, depth: int = 0) -> None:
+        self.lines.append("  " * depth + text)
+
+    # -- setup --------------------------------------------------------------------------------
+    def _prologue(self) -> None:
+        k = self.k
+        for s, (axis_name, _, _) in enumerate(k.symbols):
+            self._emit(f"const int64_t {axis_name} = ts_sym[{s}];", 1)
+        self._emit(f"const int64_t ts_C = {_product(k.inner)};", 1)
+        for p in k.inputs:
+            ct = _CTYPE[p.dtype]
+            self._emit(f"const {ct}* __restrict {p.name} = static_cast<const {ct}*>(ts_in[{p.index}]);", 1)
+        for p in k.outputs:
+            ct = _CTYPE[p.dtype]
+            self._emit(f"{ct}* __restrict {p.name} = static_cast<{ct}*>(ts_out[{p.index}]);", 1)
+        for b in k.buffers:
+            self._emit(f"{_CTYPE[b.dtype]} {b.name}[{b.elements}];", 1)
+        self._emit("(void)ts_sym;", 1)
+
+    def _row_offsets(self) -> None:
+        for p in self.k.inputs + self.k.outputs:
+            a = p.access
+            if a.outer == "zero":
+                self._emit(f"const int64_t {p.name}_r = 0;", 2)
+            elif a.outer == "contiguous":
+                self._emit(f"const int64_t {p.name}_r = r * ({a.row_elements});", 2)
+            else:
+                self._emit(f"const int64_t {p.name}_r = {self._decompose('r', range(self.k.split), p)};", 2)
+
+    def _decompose(self, index: str, axes: range, p: Param) -> str:
+        """Offset of flat index `index` over `axes` (row-major) for param `p`."""
+        terms, div = [], "1"
+        for axis in reversed(axes):
+            size, stride = self.k.domain[axis], p.access.strides[axis]
+            if stride != 0 and size != 1:
+                terms.append(f"(({index} / ({div})) % ({size})) * ({stride})")
+            div = f"{div} * ({size})"
+        return " + ".join(terms) or "0"
+
+    # -- loops ---------------------------------------------------------------------------------
+    def _loop(self, loop: int, stmts: list[Stmt]) -> None:
+        if not stmts:
+            return
+        reds = [r for r in self.k.reductions if r.loop == loop]
+        for r in reds:
+            self._emit(f"float {r.name}_val;", 2)
+        self._emit("{", 2)
+        if not reds:
+            self._emit("#pragma GCC ivdep", 3)
+            self._emit("for (int64_t i = 0; i < ts_C; ++i) {", 3)
+            self._body(stmts, 4, lane=None)
+            self._emit("}", 3)
+        else:
+            for r in reds:
+                self._emit(f"float {r.name}_acc[{LANES}];", 3)
+                self._emit(f"for (int l = 0; l < {LANES}; ++l) {r.name}_acc[l] = {_REDUCE_INIT[r.kind]};", 3)
+            self._emit("int64_t c = 0;", 3)
+            self._emit(f"for (; c + {LANES} <= ts_C; c += {LANES}) {{", 3)
+            self._emit(f"for (int64_t l = 0; l < {LANES}; ++l) {{", 4)
+            self._emit("const int64_t i = c + l;", 5)
+            self._body(stmts, 5, lane="l")
+            self._emit("}", 4)
+            self._emit("}", 3)
+            self._emit("for (int64_t l = 0; c + l < ts_C; ++l) {", 3)
+            self._emit("const int64_t i = c + l;", 4)
+            self._body(stmts, 4, lane="l")
+            self._emit("}", 3)
+            for r in reds:
+                self._emit(f"{r.name}_val = {r.name}_acc[0];", 3)
+                step = _REDUCE_STEP[r.kind].format(a=f"{r.name}_val", v=f"{r.name}_acc[l]")
+                self._emit(f"for (int l = 1; l < {LANES}; ++l) {r.name}_val = {step};", 3)
+                if r.kind == "Mean":
+                    self._emit(f"{r.name}_val = {r.name}_val / static_cast<float>(ts_C);", 3)
+        self._emit("}", 2)
+
+    def _body(self, stmts: list[Stmt], depth: int, lane: str | None) -> None:
+        for p in self._general_inner_params(stmts):
+            off = self._decompose("i", range(self.k.split, len(self.k.domain)), p)
+            self._emit(f"const int64_t {p.name}_i = {off};", depth)
+        self._stmts(stmts, depth, row=False, lane=lane)
+
+    def _general_inner_params(self, stmts: list[Stmt]) -> list[Param]:
+        used = {s.param for s in stmts if isinstance(s, Store)}
+        used |= {e.param for s in stmts if isinstance(s, Let) for e in _loads(s.expr)}
+        return [self.params[n] for n in sorted(used) if self.params[n].access.inner == "general"]
+
+    def _stmts(self, stmts: list[Stmt], depth: int, row: bool, lane: str | None = None) -> None:
+        for s in stmts:
+            if isinstance(s, Let):
+                self._emit(f"const {_CTYPE[s.dtype]} {s.var} = {self._expr(s.expr, row)};", depth)
+            elif isinstance(s, Store):
+                self._emit(f"{self._addr(self.params[s.param], row)} = {s.var};", depth)
+            elif isinstance(s, Accumulate):
+                red = self.reductions[s.reduction]
+                acc = f"{red.name}_acc[{lane}]"
+                self._emit(f"{acc} = {_REDUCE_STEP[red.kind].format(a=acc, v=s.var)};", depth)
+            elif isinstance(s, BufferStore):
+                self._emit(f"{s.buffer}[i] = {s.var};", depth)
+
+    def _addr(self, p: Param, row: bool) -> str:
+        if row or p.access.inner == "zero":
+            return f"{p.name}[{p.name}_r]"
+        if p.access.inner == "contiguous":
+            return f"{p.name}[{p.name}_r + i]"
+        return f"{p.name}[{p.name}_r + {p.name}_i]"
+
+    def _expr(self, e: Expr, row: bool) -> str:
+        if isinstance(e, Var):
+            return e.name
+        if isinstance(e, Lit):
+            return literal(e.value, e.dtype)
+        if isinstance(e, Load):
+            return self._addr(self.params[e.param], row)
+        if isinstance(e, ReduceResult):
+            return f"{e.reduction}_val"
+        if isinstance(e, BufferLoad):
+            return f"{e.buffer}[i]"
+        if isinstance(e, Call):
+            return self._call(e, row)
+        raise TypeError(f"unknown expression {e!r}")
+
+    def _call(self, e: Call, row: bool) -> str:
+        args = [self._expr(a, row) for a in e.args]
+        if e.op == "Pow" and isinstance(e.args[1], Lit) and e.args[1].value in (2.0, 3.0):
+            return "(" + " * ".join([args[0]] * int(e.args[1].value)) + ")"
+        if e.op == "LeakyRelu":
+            return f"({args[0]} > 0.0f ? {args[0]} : {args[0]} * {literal(e.attr('alpha'), 'float32')})"
+        if e.op == "Cast":
+            return _cast(args[0], str(e.attr("src")), str(e.attr("dst")))
+        return _EXPR[e.op].format(*args)
+
+
+def _cast(x: str, src: str, dst: str) -> str:
+    if src == dst:
+        return x
+    if dst == "bool":
+        return f"({x} != 0.0f)"
+    return f"({x} ? 1.0f : 0.0f)"
+
+
+def _loads(e: Expr) -> list[Load]:
+    if isinstance(e, Load):
+        return [e]
+    if isinstance(e, Call):
+        return [x for a in e.args for x in _loads(a)]
+    return []
+
+
+def _product(sizes: tuple[Size, ...]) -> str:
+    return " * ".join(f"({s})" for s in sizes) or "1"
+
+
+def literal(value: float | bool | str, dtype: str) -> str:
+    """An exact C++ literal (hex floats keep every bit)."""
+    if dtype == "bool":
+        return "true" if value else "false"
+    v = float(value)
+    if v != v:
+        return "NAN"
+    if v in (float("inf"), float("-inf")):
+        return "INFINITY" if v > 0 else "(-INFINITY)"
+    return f"{v.hex()}f" if v >= 0 else f"(-{(-v).hex()}f)"

@@ -1,0 +1,154 @@
+"""The kernel IR: one stitched kernel as blocks of rows, stages, and scalar statements.
+
+A kernel runs one *unit* per point of the outer axes (a row). For each row it runs
+`row_stmts[0]`, then loop 0 over the row's inner elements, then `row_stmts[1]` (reduction results
+and per-row values that need them), loop 1, ... Statements are in SSA form over named scalars.
+Both emitters (C++ for CPU, CUDA for GPU) print this IR; neither sees the TensorFlow graph.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+# A size: a static int, or the name of a domain axis whose size is bound at run time ("D0").
+Size = Union[int, str]
+
+
+@dataclass(frozen=True)
+class Access:
+    """How a tensor is indexed from (row, element-in-row) coordinates.
+
+    `strides` has the tensor's stride along every domain axis (0 where it broadcasts).
+    `outer`/`inner` say how the row offset and the in-row offset are computed: `contiguous`
+    (row * row_elements, or the element index itself), `zero` (broadcast), or `general`
+    (decomposed into coordinates with the strides).
+    """
+
+    strides: tuple[Size, ...]
+    outer: str
+    inner: str
+    row_elements: Size
+
+
+@dataclass(frozen=True)
+class Param:
+    """A kernel input or output tensor."""
+
+    index: int
+    name: str  # "in0", "out1"
+    tensor: str  # the graph tensor it carries ("node:0")
+    dtype: str
+    dims: tuple[int | None, ...]  # the tensor's shape (None = bound at run time)
+    axes: tuple[int, ...]  # the domain axis of each dim
+    access: Access
+    per_row: bool  # one value per row (loaded or stored once per row)
+
+
+# -- expressions --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Load:
+    param: str
+
+
+@dataclass(frozen=True)
+class Lit:
+    value: float | bool
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Var:
+    name: str
+
+
+@dataclass(frozen=True)
+class Call:
+    op: str  # a TensorFlow op name, lowered to a scalar expression by each emitter
+    args: tuple[Expr, ...]
+    attrs: tuple[tuple[str, float | str | bool], ...] = ()
+
+    def attr(self, key: str) -> float | str | bool:
+        return dict(self.attrs)[key]
+
+
+@dataclass(frozen=True)
+class ReduceResult:
+    reduction: str
+
+
+@dataclass(frozen=True)
+class BufferLoad:
+    buffer: str
+
+
+Expr = Union[Load, Lit, Var, Call, ReduceResult, BufferLoad]
+
+
+# -- statements ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Let:
+    var: str
+    dtype: str
+    expr: Expr
+
+
+@dataclass(frozen=True)
+class Store:
+    param: str
+    var: str
+
+
+@dataclass(frozen=True)
+class Accumulate:
+    reduction: str
+    var: str
+
+
+@dataclass(frozen=True)
+class BufferStore:
+    buffer: str
+    var: str
+
+
+Stmt = Union[Let, Store, Accumulate, BufferStore]
+
+
+@dataclass(frozen=True)
+class Reduction:
+    name: str
+    kind: str  # Sum | Mean | Max | Min | Prod
+    loop: int  # the loop that accumulates it
+
+
+@dataclass(frozen=True)
+class Buffer:
+    name: str
+    dtype: str
+    elements: int  # per row (static: the memory plan only buffers static rows)
+
+
+@dataclass
+class Kernel:
+    name: str
+    domain: tuple[Size, ...]
+    split: int
+    inputs: list[Param]
+    outputs: list[Param]
+    # symbol s (a dynamic domain axis) is bound from dim `dim` of input `input`
+    symbols: list[tuple[str, int, int]] = field(default_factory=list)  # (axis name, input, dim)
+    row_stmts: list[list[Stmt]] = field(default_factory=list)
+    loops: list[list[Stmt]] = field(default_factory=list)
+    reductions: list[Reduction] = field(default_factory=list)
+    buffers: list[Buffer] = field(default_factory=list)
+    schedule: str = ""
+    members: list[str] = field(default_factory=list)
+    unit_cost: int = 1
+
+    @property
+    def outer(self) -> tuple[Size, ...]:
+        return self.domain[: self.split]
+
+    @property
+    def inner(self) -> tuple[Size, ...]:
+        return self.domain[self.split :]

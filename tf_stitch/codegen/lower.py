@@ -1,0 +1,301 @@
+"""Lowers one planned group to the kernel IR.
+
+Reductions are placed first (each accumulates in the loop of its input's level and is finalized
+before the next loop), then every output is stored where its value is ready. Values are built on
+demand: a per-element value needed in a later loop is loaded from its row buffer if the memory
+plan buffered it, else recomputed there; per-row values are computed once per row.
+"""
+
+from __future__ import annotations
+
+from tf_stitch.codegen.kernel_ir import (
+    Access,
+    Accumulate,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    Call,
+    Expr,
+    Kernel,
+    Let,
+    Lit,
+    Load,
+    Param,
+    Reduction,
+    ReduceResult,
+    Size,
+    Store,
+    Var,
+)
+from tf_stitch.fusion.layout import Placement, data_inputs
+from tf_stitch.fusion.op_kinds import OpKind, op_spec
+from tf_stitch.fusion.planner import Group
+from tf_stitch.graph.ir import Graph, Node, TensorRef
+from tf_stitch.graph.values import scalar_constant
+
+_LITERAL_DTYPES = ("float32", "bool")
+_ROW_GUESS = 256  # elements per row assumed for cost estimates when the row size is dynamic
+
+
+class LoweringError(Exception):
+    pass
+
+
+def lower(graph: Graph, group: Group, name: str) -> Kernel:
+    return _Lowerer(graph, group, name).run()
+
+
+def multiply(a: Size, b: Size) -> Size:
+    if isinstance(a, int) and isinstance(b, int):
+        return a * b
+    if a == 1:
+        return b
+    if b == 1:
+        return a
+    if a == 0 or b == 0:
+        return 0
+    return f"{a}*{b}"
+
+
+def domain_sizes(group: Group) -> tuple[Size, ...]:
+    return tuple(d if d is not None else f"D{a}" for a, d in enumerate(group.layout.domain))
+
+
+def access_of(placement: Placement, domain: tuple[Size, ...], split: int) -> Access:
+    """Row-major strides of a tensor spread onto the domain axes, and how to index them."""
+    strides: list[Size] = [0] * len(domain)
+    running: Size = 1
+    for dim, axis in reversed(list(zip(placement.dims, placement.axes, strict=True))):
+        if dim != 1:
+            strides[axis] = running
+            running = multiply(running, dim if dim is not None else domain[axis])
+    row_elements: Size = 1
+    for axis in range(split, len(domain)):
+        if strides[axis] != 0:
+            row_elements = multiply(row_elements, domain[axis])
+    return Access(
+        tuple(strides),
+        _pattern(strides, domain, range(split)),
+        _pattern(strides, domain, range(split, len(domain))),
+        row_elements,
+    )
+
+
+def _pattern(strides: list[Size], domain: tuple[Size, ...], axes: range) -> str:
+    relevant = [a for a in axes if domain[a] != 1]
+    varying = [a for a in relevant if strides[a] != 0]
+    if not varying:
+        return "zero"
+    return "contiguous" if len(varying) == len(relevant) else "general"
+
+
+class _Lowerer:
+    def __init__(self, graph: Graph, group: Group, name: str) -> None:
+        self.graph = graph
+        self.group = group
+        self.layout = group.layout
+        self.members = {n.name: n for n in group.nodes}
+        self.domain = domain_sizes(group)
+        top = max(group.level.values(), default=0)
+        self.loops: list[list] = [[] for _ in range(top + 1)]
+        self.row_stmts: list[list] = [[] for _ in range(top + 2)]
+        self.row_env: dict[TensorRef, Expr] = {}
+        self.loop_env: list[dict[TensorRef, Expr]] = [{} for _ in range(top + 1)]
+        self.reductions: list[Reduction] = []
+        self.buffers: dict[TensorRef, Buffer] = {}
+        self.counter = 0
+        self.kernel = Kernel(name, self.domain, self.layout.split, [], [])
+        self.params: dict[TensorRef, Param] = {}
+        self.literals: dict[TensorRef, Lit] = {}
+
+    def run(self) -> Kernel:
+        self._bind_inputs()
+        self._bind_outputs()
+        for node in self.group.nodes:
+            if op_spec(node.op).kind is OpKind.REDUCE:
+                self._reduce(node)
+        for ref, param in zip(self.group.outputs, self.kernel.outputs, strict=True):
+            self._store(ref, param)
+        k = self.kernel
+        while self.loops and not self.loops[-1]:
+            self.loops.pop()
+        k.loops = self.loops
+        k.row_stmts = self.row_stmts[: len(self.loops) + 1]
+        leftover = [s for stmts in self.row_stmts[len(self.loops) + 1 :] for s in stmts]
+        k.row_stmts[-1].extend(leftover)
+        k.reductions = self.reductions
+        k.buffers = list(self.buffers.values())
+        k.schedule = str(self.group.schedule)
+        k.members = [f"{n.name} ({n.op})" for n in self.group.nodes]
+        k.unit_cost = self._unit_cost()
+        return k
+
+    # -- parameters -------------------------------------------------------------------------
+    def _bind_inputs(self) -> None:
+        for ref in self.group.inputs:
+            info = self.graph.info(ref)
+            value = scalar_constant(self.graph, ref)
+            if value is not None and info.dtype in _LITERAL_DTYPES:
+                self.literals[ref] = Lit(value, info.dtype)
+                continue
+            param = self._param(ref, f"in{len(self.kernel.inputs)}", len(self.kernel.inputs))
+            self.kernel.inputs.append(param)
+            self.params[ref] = param
+        for axis, size in enumerate(self.domain):
+            if isinstance(size, str):
+                self.kernel.symbols.append((size, *self._bind_symbol(axis)))
+
+    def _bind_symbol(self, axis: int) -> tuple[int, int]:
+        for param in self.kernel.inputs:
+            placement = self.layout.placements[TensorRef.parse(param.tensor)]
+            for i, (dim, a) in enumerate(zip(placement.dims, placement.axes, strict=True)):
+                if a == axis and dim is None:
+                    return param.index, i
+        raise LoweringError(f"no input carries the size of dynamic axis {axis}")
+
+    def _bind_outputs(self) -> None:
+        for i, ref in enumerate(self.group.outputs):
+            self.kernel.outputs.append(self._param(ref, f"out{i}", i))
+
+    def _param(self, ref: TensorRef, name: str, index: int) -> Param:
+        placement = self.layout.placements[ref]
+        info = self.graph.info(ref)
+        return Param(
+            index,
+            name,
+            str(ref),
+            info.dtype,
+            tuple(placement.dims),
+            tuple(placement.axes),
+            access_of(placement, self.domain, self.layout.split),
+            self.layout.is_row_level(ref),
+        )
+
+    def _level(self, ref: TensorRef) -> int:
+        return self.group.level.get(ref, 0)
+
+    # -- values -----------------------------------------------------------------------------
+    def _var(self) -> str:
+        self.counter += 1
+        return f"v{self.counter}"
+
+    def _let(self, stmts: list, dtype: str, expr: Expr) -> Expr:
+        if isinstance(expr, Var | Lit):
+            return expr
+        name = self._var()
+        stmts.append(Let(name, dtype, expr))
+        return Var(name)
+
+    def value(self, ref: TensorRef, loop: int | None) -> Expr:
+        """The expression of `ref` in loop `loop` (None: in per-row code)."""
+        if ref in self.literals:
+            return self.literals[ref]
+        if ref in self.params:
+            param = self.params[ref]
+            if param.per_row:
+                if ref not in self.row_env:
+                    self.row_env[ref] = self._let(self.row_stmts[0], param.dtype, Load(param.name))
+                return self.row_env[ref]
+            if loop is None:
+                raise LoweringError(f"{ref} varies along the row but is used per row")
+            return self._cached(loop, ref, lambda: Load(param.name))
+        if self.layout.is_row_level(ref):
+            return self._row_value(ref)
+        if loop is None:
+            raise LoweringError(f"{ref} varies along the row but is used per row")
+        level = self._level(ref)
+        if level < loop and ref in self.group.memory.buffered:
+            buf = self._buffer(ref)
+            return self._cached(loop, ref, lambda: BufferLoad(buf.name))
+        return self._cached(loop, ref, lambda: self._compute(ref, loop))
+
+    def _cached(self, loop: int, ref: TensorRef, make) -> Expr:  # type: ignore[no-untyped-def]
+        env = self.loop_env[loop]
+        if ref not in env:
+            env[ref] = self._let(self.loops[loop], self.graph.info(ref).dtype, make())
+        return env[ref]
+
+    def _row_value(self, ref: TensorRef) -> Expr:
+        if ref not in self.row_env:
+            node = self.members[ref.node]
+            if op_spec(node.op).kind is OpKind.REDUCE:
+                raise LoweringError(f"reduction {node.name} read before it is placed")
+            expr = self._op_expr(node, None)
+            stmts = self.row_stmts[self._level(ref)]
+            self.row_env[ref] = self._let(stmts, self.graph.info(ref).dtype, expr)
+        return self.row_env[ref]
+
+    def _compute(self, ref: TensorRef, loop: int) -> Expr:
+        return self._op_expr(self.members[ref.node], loop)
+
+    def _op_expr(self, node: Node, loop: int | None) -> Expr:
+        kind = op_spec(node.op).kind
+        if kind in (OpKind.RESHAPE, OpKind.BROADCAST):
+            return self.value(node.inputs[0], loop)
+        args = tuple(self.value(r, loop) for r in data_inputs(node))
+        return Call(node.op, args, _attrs(node))
+
+    def _buffer(self, ref: TensorRef) -> Buffer:
+        if ref not in self.buffers:
+            level = self._level(ref)
+            value = self.value(ref, level)
+            assert isinstance(value, Var)
+            elements = self.group.memory.buffered[ref] // _itemsize(self.graph.info(ref).dtype)
+            buf = Buffer(f"buf{len(self.buffers)}", self.graph.info(ref).dtype, elements)
+            self.buffers[ref] = buf
+            self.loops[level].append(BufferStore(buf.name, value.name))
+        return self.buffers[ref]
+
+    # -- reductions and outputs ---------------------------------------------------------------
+    def _reduce(self, node: Node) -> None:
+        src = node.inputs[0]
+        loop = self._level(src)
+        red = Reduction(f"r{len(self.reductions)}", node.op, loop)
+        self.reductions.append(red)
+        value = self.value(src, loop)
+        var = value.name if isinstance(value, Var) else self._force_var(loop, src, value)
+        self.loops[loop].append(Accumulate(red.name, var))
+        out = node.output(0)
+        self.row_env[out] = self._let(self.row_stmts[loop + 1], "float32", ReduceResult(red.name))
+
+    def _force_var(self, loop: int, ref: TensorRef, expr: Expr) -> str:
+        name = self._var()
+        self.loops[loop].append(Let(name, self.graph.info(ref).dtype, expr))
+        return name
+
+    def _store(self, ref: TensorRef, param: Param) -> None:
+        if param.per_row:
+            value = self.value(ref, None)
+            stmts = self.row_stmts[self._level(ref)]
+            var = value.name if isinstance(value, Var) else self._row_force(stmts, param, value)
+            stmts.append(Store(param.name, var))
+            return
+        loop = self._level(ref)
+        value = self.value(ref, loop)
+        var = value.name if isinstance(value, Var) else self._force_var(loop, ref, value)
+        self.loops[loop].append(Store(param.name, var))
+
+    def _row_force(self, stmts: list, param: Param, expr: Expr) -> str:
+        name = self._var()
+        stmts.append(Let(name, param.dtype, expr))
+        return name
+
+    def _unit_cost(self) -> int:
+        row = 1
+        for d in self.layout.inner:
+            row *= d if d is not None else _ROW_GUESS
+        ops = sum(max(op_spec(n.op).cost, 1) for n in self.group.nodes)
+        return max(1, row * ops)
+
+
+def _attrs(node: Node) -> tuple[tuple[str, float | str | bool], ...]:
+    if node.op == "LeakyRelu":
+        return (("alpha", float(node.attrs.get("alpha", 0.2))),)
+    if node.op == "Cast":
+        src, dst = node.attrs["SrcT"], node.attrs["DstT"]
+        return (("src", src.name), ("dst", dst.name))
+    return ()
+
+
+def _itemsize(dtype: str) -> int:
+    return 1 if dtype == "bool" else 4

@@ -1,0 +1,289 @@
+"""Where every tensor of a candidate group lives in the group's iteration domain.
+
+A group iterates over one *domain* (a shape). Axes `[0, split)` are outer: each unit of work
+(a row) is one point of them. Axes `[split, rank)` are inner: a row loops over them. Row
+reductions reduce exactly the inner axes. Each tensor is *placed* in the domain: dimension `i`
+of the tensor maps to domain axis `axes[i]`; a size-1 dimension on a larger axis broadcasts.
+Tensors live in the `full` frame (right-aligned to the whole domain, numpy style) or, for the
+results of reductions without keepdims, in the `outer` frame (right-aligned to the outer axes).
+
+Unknown sizes (None) are allowed where every tensor on that axis is unknown too: the kernel
+binds them at run time and checks that they agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from tf_stitch.fusion.decision import Decision, forbid
+from tf_stitch.fusion.op_kinds import OpKind, op_spec
+from tf_stitch.graph.ir import Graph, Node, TensorRef
+from tf_stitch.graph.values import constant_value
+
+Dims = tuple[int | None, ...]
+FULL = "full"
+OUTER = "outer"
+
+
+@dataclass(frozen=True)
+class Placement:
+    frame: str
+    dims: Dims
+    axes: tuple[int, ...]
+
+    def broadcast_axes(self, domain: Dims) -> set[int]:
+        """Domain axes this tensor does not vary along."""
+        varying = {a for a, d in zip(self.axes, self.dims, strict=True) if d != 1}
+        return {a for a in range(len(domain)) if a not in varying or domain[a] == 1}
+
+
+@dataclass
+class Layout:
+    domain: Dims
+    split: int
+    kind: str  # "row" (row reductions) or "loop" (elementwise only)
+    placements: dict[TensorRef, Placement] = field(default_factory=dict)
+
+    @property
+    def rank(self) -> int:
+        return len(self.domain)
+
+    @property
+    def inner(self) -> Dims:
+        return self.domain[self.split :]
+
+    def is_row_level(self, ref: TensorRef) -> bool:
+        """True if the value is one scalar per row (it does not vary along inner axes)."""
+        p = self.placements[ref]
+        if p.frame == OUTER:
+            return True
+        inner_axes = set(range(self.split, self.rank))
+        return inner_axes <= p.broadcast_axes(self.domain)
+
+
+class LayoutError(Exception):
+    """Raised inside the analysis; turned into a forbid decision at the boundary."""
+
+
+def data_inputs(node: Node) -> list[TensorRef]:
+    spec = op_spec(node.op)
+    if spec.kind is OpKind.ELEMENTWISE:
+        return list(node.inputs)
+    return list(node.inputs[: spec.data_inputs])
+
+
+def reduction_axes(graph: Graph, node: Node) -> tuple[int, ...] | None:
+    """Sorted non-negative axes of a reduction node, or None if they are not constant."""
+    rank = graph.info(node.inputs[0]).rank
+    axes = constant_value(graph, node.inputs[1]) if len(node.inputs) > 1 else None
+    if axes is None or rank is None:
+        return None
+    flat = [int(a) for a in axes.reshape(-1)]
+    if any(a < -rank or a >= rank for a in flat):
+        return None
+    return tuple(sorted({a % rank if rank else a for a in flat}))
+
+
+def keep_dims(node: Node) -> bool:
+    return bool(node.attrs.get("keep_dims", False))
+
+
+def analyze(graph: Graph, members: Iterable[str], order: dict[str, int]) -> Layout | Decision:
+    """The layout of the group `members`, or a forbid decision saying why it has none."""
+    nodes = sorted((graph.node(n) for n in members), key=lambda n: order[n.name])
+    try:
+        return _Analysis(graph, nodes).run()
+    except LayoutError as e:
+        return forbid(str(e))
+
+
+class _Analysis:
+    def __init__(self, graph: Graph, nodes: list[Node]) -> None:
+        self.graph = graph
+        self.nodes = nodes
+        self.names = {n.name for n in nodes}
+        self.placements: dict[TensorRef, Placement] = {}
+        self.domain: Dims = ()
+        self.split = -1
+
+    def run(self) -> Layout:
+        reductions = [n for n in self.nodes if op_spec(n.op).kind is OpKind.REDUCE]
+        self.domain, self.split = self._domain(reductions)
+        for node in self.nodes:
+            self._place_node(node)
+        if reductions:
+            return Layout(self.domain, self.split, "row", self.placements)
+        layout = Layout(self.domain, len(self.domain), "loop", self.placements)
+        external = [r for r in self.placements if r.node not in self.names]
+        layout.split = choose_loop_split(layout, external)
+        return layout
+
+    # -- the domain --------------------------------------------------------------------------
+    def _domain(self, reductions: list[Node]) -> tuple[Dims, int]:
+        for node in self.nodes:
+            for ref in node.inputs[:1] + [node.output(i) for i in range(len(node.outputs))]:
+                if self.graph.info(ref).shape is None:
+                    raise LayoutError(f"{ref} has an unknown rank")
+        if not reductions:
+            shapes = [
+                (ref, self.graph.info(ref).shape or ())
+                for node in self.nodes
+                if op_spec(node.op).kind is not OpKind.RESHAPE
+                for ref in data_inputs(node) + [node.output(0)]
+            ]
+            return broadcast_all(shapes), -1
+        first = reductions[0]
+        domain = self.graph.info(first.inputs[0]).shape or ()
+        axes = reduction_axes(self.graph, first)
+        for red in reductions:
+            shape = self.graph.info(red.inputs[0]).shape or ()
+            r_axes = reduction_axes(self.graph, red)
+            if r_axes is None:
+                raise LayoutError(f"{red.name}: reduction axes are not constant")
+            if not r_axes or r_axes != tuple(range(len(shape) - len(r_axes), len(shape))):
+                raise LayoutError(
+                    f"{red.name} reduces axes {list(r_axes)} of a rank-{len(shape)} tensor: "
+                    "only row (innermost-axes) reductions are stitched"
+                )
+            if r_axes != axes or not _same_dims(shape, domain):
+                raise LayoutError(
+                    f"{red.name} reduces axes {list(r_axes)} of {fmt(shape)} but "
+                    f"{first.name} axes {list(axes or ())} of {fmt(domain)}"
+                )
+        return tuple(domain), len(domain) - len(axes or ())
+
+    # -- placing each node's tensors ---------------------------------------------------------
+    def _place_node(self, node: Node) -> None:
+        kind = op_spec(node.op).kind
+        out = node.output(0)
+        if kind is OpKind.REDUCE:
+            src = node.inputs[0]
+            self._place_operand(src, FULL, node)
+            if not _same_dims(self.placements[src].dims, self.domain):
+                raise LayoutError(f"{node.name} reduces a broadcast tensor {fmt(self.placements[src].dims)}")
+            self.placements[out] = self._place(out, FULL if keep_dims(node) else OUTER)
+        elif kind is OpKind.RESHAPE:
+            self._place_view(node)
+        elif kind is OpKind.BROADCAST:
+            self._place_operand(node.inputs[0], FULL, node)
+            self.placements[out] = self._place(out, FULL)
+        else:
+            frames = {self.placements[r].frame for r in node.inputs if r.node in self.names}
+            if len(frames) > 1:
+                raise LayoutError(f"{node.name} mixes per-row and per-element operands")
+            frame = frames.pop() if frames else FULL
+            for ref in node.inputs:
+                self._place_operand(ref, frame, node)
+            self.placements[out] = self._place(out, frame)
+
+    def _place_operand(self, ref: TensorRef, frame: str, user: Node) -> None:
+        if ref.node in self.names:
+            if self.placements[ref].frame != frame:
+                raise LayoutError(f"{user.name} mixes per-row and per-element operands")
+            return
+        self._record_external(ref, self._place(ref, frame))
+
+    def _record_external(self, ref: TensorRef, placement: Placement) -> None:
+        old = self.placements.get(ref)
+        if old is not None and old != placement:
+            raise LayoutError(f"{ref} is read both per row and per element")
+        self.placements[ref] = placement
+
+    def _place_view(self, node: Node) -> None:
+        src, out = node.inputs[0], node.output(0)
+        if src.node in self.names:
+            sources = [self.placements[src]]
+        else:
+            sources = [p for p in (self._try_place(src, FULL), self._try_place(src, OUTER)) if p]
+        for placed in sources:
+            for frame in (placed.frame, FULL, OUTER):
+                candidate = self._try_place(out, frame)
+                if candidate and _nontrivial(candidate) == _nontrivial(placed):
+                    if src.node not in self.names:
+                        self._record_external(src, placed)
+                    self.placements[out] = candidate
+                    return
+        raise LayoutError(f"{node.name} ({node.op}) changes the data layout; not a free view here")
+
+    def _try_place(self, ref: TensorRef, frame: str) -> Placement | None:
+        try:
+            return self._place(ref, frame)
+        except LayoutError:
+            return None
+
+    def _place(self, ref: TensorRef, frame: str) -> Placement:
+        dims = self.graph.info(ref).shape
+        assert dims is not None
+        if frame == OUTER and self.split < 0:
+            raise LayoutError(f"{ref}: no outer frame in an elementwise group")
+        width = self.split if frame == OUTER else len(self.domain)
+        if len(dims) > width:
+            raise LayoutError(f"{ref} has rank {len(dims)}, more than the {frame} frame's {width}")
+        axes = tuple(range(width - len(dims), width))
+        for d, a in zip(dims, axes, strict=True):
+            check_fits(ref, d, self.domain[a])
+        return Placement(frame, tuple(dims), axes)
+
+
+def check_fits(ref: TensorRef, dim: int | None, axis: int | None) -> None:
+    if dim == 1 or dim == axis:
+        return
+    if dim is None and axis == 1:
+        return
+    raise LayoutError(f"{ref}: a dimension of size {_d(dim)} does not fit a domain axis of {_d(axis)}")
+
+
+def broadcast_all(shapes: list[tuple[TensorRef, Dims]]) -> Dims:
+    """numpy broadcasting of all shapes; an unknown size meets only unknown sizes or 1."""
+    rank = max((len(s) for _, s in shapes), default=0)
+    out: list[int | None] = [1] * rank
+    known_from: list[TensorRef | None] = [None] * rank
+    for ref, shape in shapes:
+        for i, d in enumerate(shape):
+            a = rank - len(shape) + i
+            if d == 1 or d == out[a]:
+                continue
+            if out[a] == 1:
+                out[a], known_from[a] = d, ref
+                continue
+            raise LayoutError(
+                f"{ref} has size {_d(d)} where {known_from[a]} has {_d(out[a])}: "
+                + ("the broadcast is ambiguous" if None in (d, out[a]) else "they do not broadcast")
+            )
+    return tuple(out)
+
+
+def choose_loop_split(layout: Layout, inputs: list[TensorRef]) -> int:
+    """The outermost split at which every input reads its row contiguously or not at all."""
+    domain = layout.domain
+    for split in range(layout.rank + 1):
+        if all(_inner_access(layout.placements[r], domain, split) != "general" for r in inputs):
+            return split
+    return layout.rank
+
+
+def _inner_access(p: Placement, domain: Dims, split: int) -> str:
+    inner = range(split, len(domain))
+    bcast = p.broadcast_axes(domain)
+    if all(a in bcast for a in inner):
+        return "zero"
+    if all(a not in bcast or domain[a] == 1 for a in inner):
+        return "contiguous"
+    return "general"
+
+
+def _nontrivial(p: Placement) -> list[tuple[int, int | None]]:
+    return [(a, d) for a, d in zip(p.axes, p.dims, strict=True) if d != 1]
+
+
+def _same_dims(a: Dims, b: Dims) -> bool:
+    return len(a) == len(b) and all(x == y for x, y in zip(a, b, strict=True))
+
+
+def _d(d: int | None) -> str:
+    return "?" if d is None else str(d)
+
+
+def fmt(dims: Dims) -> str:
+    return "[" + ",".join(_d(d) for d in dims) + "]"

@@ -1,0 +1,147 @@
+"""Every rule about what may be stitched, in one place.
+
+Node rules: known op kind, dtypes, stateful ops, control edges, fed tensors, constant
+attribute inputs. Group rules: one device, no cycle through outside nodes, a layout, and outputs
+that a kernel can write once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from tensorflow.python.framework import op_def_registry
+
+from tf_stitch.fusion.decision import Decision, allow, forbid
+from tf_stitch.fusion.layout import OUTER, Layout, fmt, reduction_axes
+from tf_stitch.fusion.op_kinds import FUSIBLE_DTYPES, OpKind, op_spec
+from tf_stitch.graph.ir import Graph, Node, TensorRef
+from tf_stitch.graph.values import constant_value
+
+
+@dataclass
+class Context:
+    """What the legality checks need to know about the whole graph, computed once."""
+
+    graph: Graph
+    fed: set[TensorRef] = field(init=False)
+    fetched: set[TensorRef] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.fed = self.graph.fed()
+        self.fetched = self.graph.fetched()
+
+    @cached_property
+    def consumers(self) -> dict[TensorRef, list[str]]:
+        return self.graph.consumers()
+
+    @cached_property
+    def control_consumers(self) -> dict[str, list[str]]:
+        return self.graph.control_consumers()
+
+    @cached_property
+    def successors(self) -> dict[str, list[str]]:
+        """Data and control successors of every node."""
+        succ: dict[str, list[str]] = {}
+        for ref, users in self.consumers.items():
+            succ.setdefault(ref.node, []).extend(users)
+        for src, users in self.control_consumers.items():
+            succ.setdefault(src, []).extend(users)
+        return succ
+
+    @cached_property
+    def order(self) -> dict[str, int]:
+        return {n.name: i for i, n in enumerate(self.graph.topological_order())}
+
+
+def is_stateful(op: str) -> bool:
+    op_def = op_def_registry.get(op)
+    return op_def is None or bool(op_def.is_stateful)
+
+
+def node_legality(ctx: Context, node: Node) -> Decision:
+    """May `node` be part of a stitched group at all?"""
+    spec = op_spec(node.op)
+    if spec.kind is OpKind.OPAQUE:
+        return forbid(f"{node.op} is opaque to the fuser")
+    if spec.kind in (OpKind.TRANSPOSE, OpKind.BATCH_MATMUL):
+        return forbid(f"{node.op} ({spec.kind.value}) is not stitched yet")
+    if is_stateful(node.op):
+        return forbid(f"{node.op} is stateful")
+    if node.control_inputs:
+        return forbid("has control inputs (a control edge would cross the kernel)")
+    if node.name in ctx.control_consumers:
+        return forbid("is the source of a control edge")
+    for i, info in enumerate(node.outputs):
+        if node.output(i) in ctx.fed:
+            return forbid(f"output {i} is fed, so its producer must stay")
+        if info.dtype not in FUSIBLE_DTYPES:
+            return forbid(f"output dtype {info.dtype} is not fused yet")
+        if info.shape is None:
+            return forbid("output rank is unknown")
+    data = node.inputs if spec.kind is OpKind.ELEMENTWISE else node.inputs[: spec.data_inputs]
+    for ref in data:
+        info = ctx.graph.info(ref)
+        if info.dtype not in FUSIBLE_DTYPES:
+            return forbid(f"input {ref} has dtype {info.dtype}, not fused yet")
+        if info.shape is None:
+            return forbid(f"input {ref} has an unknown rank")
+    return _op_specific(ctx.graph, node)
+
+
+def _op_specific(graph: Graph, node: Node) -> Decision:
+    kind = op_spec(node.op).kind
+    if kind is OpKind.REDUCE:
+        if reduction_axes(graph, node) is None:
+            return forbid("reduction axes are not a constant")
+        if node.outputs[0].dtype != "float32":
+            return forbid("only float32 reductions are fused")
+    if node.op in ("Reshape", "ExpandDims", "BroadcastTo"):
+        if constant_value(graph, node.inputs[1]) is None:
+            return forbid(f"{node.op} target is not a constant")
+    if node.op == "Select":
+        cond, x = graph.info(node.inputs[0]), graph.info(node.inputs[1])
+        if cond.shape != x.shape:
+            return forbid("Select with a lower-rank condition selects whole rows")
+    if node.op in ("Equal", "NotEqual") and not node.attrs.get("incompatible_shape_error", True):
+        return forbid(f"{node.op} with incompatible_shape_error=False")
+    return allow()
+
+
+def same_device(ctx: Context, a: list[str], b: list[str]) -> Decision:
+    devices = {ctx.graph.node(n).device for n in a} | {ctx.graph.node(n).device for n in b}
+    if len(devices) > 1:
+        return forbid(f"crosses devices {sorted(devices)}")
+    return allow()
+
+
+def group_outputs(ctx: Context, members: set[str]) -> list[TensorRef]:
+    """Tensors of the group read outside it or fetched, in a stable order."""
+    outs = []
+    for name in sorted(members, key=ctx.order.__getitem__):
+        node = ctx.graph.node(name)
+        for i in range(len(node.outputs)):
+            ref = node.output(i)
+            users = ctx.consumers.get(ref, [])
+            if ref in ctx.fetched or any(u not in members for u in users):
+                outs.append(ref)
+    return outs
+
+
+def outputs_legality(layout: Layout, outputs: list[TensorRef]) -> Decision:
+    """Each output must be written exactly once: dense over the domain, or one value per row."""
+    domain, split = layout.domain, layout.split
+    for ref in outputs:
+        p = layout.placements[ref]
+        nontrivial = [(a, d) for a, d in zip(p.axes, p.dims, strict=True) if d != 1]
+        dense = [(a, d) for a, d in enumerate(domain) if d != 1]
+        if p.frame != OUTER and nontrivial == dense:
+            continue
+        per_row = [(a, d) for a, d in enumerate(domain[:split]) if d != 1]
+        if layout.kind == "row" and nontrivial == per_row:
+            continue
+        return forbid(
+            f"output {ref} {fmt(p.dims)} would be written by several units of the "
+            f"{fmt(domain)} domain"
+        )
+    return allow()

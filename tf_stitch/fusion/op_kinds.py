@@ -1,0 +1,119 @@
+"""The one table that says what each TensorFlow op is to the fuser.
+
+`elementwise` ops map one element of each (broadcast) operand to one output element;
+`broadcast` ops only replicate; `reduce` ops reduce over constant axes (row = innermost axes,
+column = outer axes: the planner decides which from the axes); `reshape` ops are free views;
+everything else is `opaque` and never enters a group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class OpKind(str, Enum):
+    ELEMENTWISE = "elementwise"
+    BROADCAST = "broadcast"
+    REDUCE = "reduce"
+    TRANSPOSE = "transpose"
+    BATCH_MATMUL = "batch_matmul"
+    RESHAPE = "reshape"
+    OPAQUE = "opaque"
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    kind: OpKind
+    # How many leading inputs carry data; the rest (axes, shapes) must be constants.
+    data_inputs: int
+    # Relative cost of one element, for the recompute-or-buffer choice and block sizing.
+    cost: int = 1
+
+
+def _ew(n: int, cost: int = 1) -> OpSpec:
+    return OpSpec(OpKind.ELEMENTWISE, n, cost)
+
+
+_TRANSCENDENTAL = 16
+_DIVISION = 4
+
+OP_TABLE: dict[str, OpSpec] = {
+    # binary arithmetic
+    "Add": _ew(2),
+    "AddV2": _ew(2),
+    "Sub": _ew(2),
+    "Mul": _ew(2),
+    "RealDiv": _ew(2, _DIVISION),
+    "Div": _ew(2, _DIVISION),
+    "Maximum": _ew(2),
+    "Minimum": _ew(2),
+    "Pow": _ew(2, 2 * _TRANSCENDENTAL),
+    "SquaredDifference": _ew(2),
+    # comparisons and logic
+    "Less": _ew(2),
+    "LessEqual": _ew(2),
+    "Greater": _ew(2),
+    "GreaterEqual": _ew(2),
+    "Equal": _ew(2),
+    "NotEqual": _ew(2),
+    "LogicalAnd": _ew(2),
+    "LogicalOr": _ew(2),
+    "LogicalNot": _ew(1),
+    "Select": _ew(3),
+    "SelectV2": _ew(3),
+    # unary
+    "Neg": _ew(1),
+    "Abs": _ew(1),
+    "Sign": _ew(1),
+    "Exp": _ew(1, _TRANSCENDENTAL),
+    "Expm1": _ew(1, _TRANSCENDENTAL),
+    "Log": _ew(1, _TRANSCENDENTAL),
+    "Log1p": _ew(1, _TRANSCENDENTAL),
+    "Sqrt": _ew(1, _DIVISION),
+    "Rsqrt": _ew(1, _DIVISION),
+    "Square": _ew(1),
+    "Reciprocal": _ew(1, _DIVISION),
+    "Inv": _ew(1, _DIVISION),
+    "Tanh": _ew(1, _TRANSCENDENTAL),
+    "Sigmoid": _ew(1, _TRANSCENDENTAL),
+    "Relu": _ew(1),
+    "Relu6": _ew(1),
+    "Elu": _ew(1, _TRANSCENDENTAL),
+    "Selu": _ew(1, _TRANSCENDENTAL),
+    "LeakyRelu": _ew(1),
+    "Softplus": _ew(1, 2 * _TRANSCENDENTAL),
+    "Softsign": _ew(1, _DIVISION),
+    "Erf": _ew(1, _TRANSCENDENTAL),
+    "Erfc": _ew(1, _TRANSCENDENTAL),
+    "Floor": _ew(1),
+    "Ceil": _ew(1),
+    "Round": _ew(1),
+    "Cast": _ew(1),
+    # free views and identities
+    "Identity": OpSpec(OpKind.RESHAPE, 1, 0),
+    "StopGradient": OpSpec(OpKind.RESHAPE, 1, 0),
+    "Snapshot": OpSpec(OpKind.RESHAPE, 1, 0),
+    "Reshape": OpSpec(OpKind.RESHAPE, 1, 0),
+    "ExpandDims": OpSpec(OpKind.RESHAPE, 1, 0),
+    "Squeeze": OpSpec(OpKind.RESHAPE, 1, 0),
+    # broadcasts
+    "BroadcastTo": OpSpec(OpKind.BROADCAST, 1, 0),
+    # reductions over constant axes
+    "Sum": OpSpec(OpKind.REDUCE, 1, 1),
+    "Mean": OpSpec(OpKind.REDUCE, 1, 1),
+    "Max": OpSpec(OpKind.REDUCE, 1, 1),
+    "Min": OpSpec(OpKind.REDUCE, 1, 1),
+    "Prod": OpSpec(OpKind.REDUCE, 1, 1),
+}
+
+# Dtypes a fused kernel reads, computes in and writes (float32 first; bool for masks).
+FUSIBLE_DTYPES = frozenset({"float32", "bool"})
+
+
+def op_spec(op: str) -> OpSpec:
+    return OP_TABLE.get(op, OpSpec(OpKind.OPAQUE, 0, 0))
+
+
+def op_kind(op: str) -> OpKind:
+    return op_spec(op).kind

@@ -1,0 +1,109 @@
+"""`count_launches`: kernels executed per step by TensorFlow, by tf_stitch and by XLA:CPU."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import tensorflow as tf
+
+from tf_stitch.graph.frontends import is_keras_model
+from tf_stitch.optimize import OptimizedFunction, StitchFunction, optimize
+from tf_stitch.profiler.hlo_kernels import HloKernels, count_xla_cpu_launches
+from tf_stitch.profiler.op_launches import OpLaunches, count_tf_launches
+
+
+@dataclass
+class LaunchReport:
+    """Kernels per step of one function three ways. `str()` gives a table."""
+
+    tf: int
+    tf_stitch: int
+    xla_cpu: int | None
+    tf_detail: OpLaunches
+    tf_stitch_detail: OpLaunches
+    xla_cpu_detail: HloKernels | None
+    notes: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        xla = "n/a" if self.xla_cpu is None else str(self.xla_cpu)
+        rows = [
+            ("TensorFlow (graph, Grappler on)", str(self.tf)),
+            ("XLA:CPU (jit_compile=True)", xla),
+            ("tf_stitch", str(self.tf_stitch)),
+        ]
+        width = max(len(r[0]) for r in rows)
+        lines = [f"{'kernels per step':<{width}}  count"]
+        lines += [f"{name:<{width}}  {value:>5}" for name, value in rows]
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def count_launches(fn: Any, *inputs: Any, steps: int = 3) -> LaunchReport:
+    """Counts the kernels one call of `fn(*inputs)` executes, measured, three ways.
+
+    TF and tf_stitch: the ops TensorFlow's executor runs per step, read from a real profiler
+    trace (`tf_stitch.profiler.op_launches`), leaving out ops that launch no kernel (Const,
+    Identity, NoOp, _Arg/_Retval, Reshape-like aliases, Shape-like metadata, function calls).
+    TF runs `fn` as a `tf.function` with Grappler on, as users run it; tf_stitch runs the
+    optimized graph (optimizing `fn` first unless it already is an optimized function).
+    XLA:CPU: the kernels of the module `tf.function(fn, jit_compile=True)` compiles (fusions,
+    library calls, copies and other unfused instructions of the entry computation, loop bodies
+    times their trip counts), from its optimized HLO. None if XLA cannot compile `fn`.
+    """
+    original, optimized, python_fn = _variants(fn, inputs)
+    tf_count = count_tf_launches(original, inputs, steps=steps)
+    stitch_count = count_tf_launches(optimized, inputs, steps=steps)
+    notes = []
+    try:
+        xla: HloKernels | None = count_xla_cpu_launches(python_fn, inputs)
+    except RuntimeError as e:
+        xla = None
+        notes.append(f"XLA:CPU could not compile the function: {str(e).splitlines()[0]}")
+    for name, c in (("TF", tf_count), ("tf_stitch", stitch_count)):
+        if c.min_per_step != c.max_per_step:
+            notes.append(f"{name} ran {c.min_per_step}..{c.max_per_step} kernels per step")
+    if xla is not None:
+        notes.extend(xla.notes)
+    return LaunchReport(
+        tf_count.per_step,
+        stitch_count.per_step,
+        None if xla is None else xla.total,
+        tf_count,
+        stitch_count,
+        xla,
+        notes,
+    )
+
+
+def _variants(fn: Any, inputs: tuple[Any, ...]) -> tuple[Any, Any, Callable[..., Any]]:
+    """(the original as a graph function, the optimized function, a Python function for XLA)."""
+    specs = [tf.TensorSpec.from_tensor(tf.convert_to_tensor(x)) for x in inputs]
+    if isinstance(fn, OptimizedFunction):
+        original = fn.original
+        return original, fn, _python(original)
+    if isinstance(fn, StitchFunction):
+        return fn.tf_function, fn.get_optimized(*inputs), fn.python_function
+    if is_keras_model(fn):
+        model = fn
+
+        def call(*args: Any) -> Any:
+            return model(args[0] if len(args) == 1 else list(args), training=False)
+
+        return tf.function(call), optimize(fn, input_signature=specs), call
+    graph_fn = fn if hasattr(fn, "get_concrete_function") else tf.function(fn)
+    concrete = graph_fn.get_concrete_function(*specs) if not _is_concrete(fn) else fn
+    return graph_fn, optimize(concrete), _python(fn)
+
+
+def _is_concrete(fn: Any) -> bool:
+    from tensorflow.python.eager.polymorphic_function.concrete_function import ConcreteFunction
+
+    return isinstance(fn, ConcreteFunction)
+
+
+def _python(fn: Any) -> Callable[..., Any]:
+    if _is_concrete(fn):
+        return lambda *args: fn(*args)
+    return getattr(fn, "python_function", fn)

@@ -1,0 +1,173 @@
+"""`optimize`, `explain` and `function`: the optimizer's public entry points."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from tf_stitch.graph import frontends
+from tf_stitch.graph.callable import GraphFunction, function_from_graph_def
+from tf_stitch.graph.io import GraphDef, graph_from_graph_def, graph_to_graph_def
+from tf_stitch.graph.ir import Graph, TensorRef
+from tf_stitch.passes.base import Options, PassContext
+from tf_stitch.passes.pipeline import run_pipeline
+from tf_stitch.runtime import op_library
+
+
+class OptimizedFunction(GraphFunction):
+    """A frozen, stitched function with the original's calling convention.
+
+    `graph_def` is the optimized graph, `original` the ConcreteFunction it came from and
+    `context` what the optimizer decided (kernels, reasons, warnings).
+    """
+
+    def __init__(self, graph_def: GraphDef, graph: Graph, context: PassContext,
+                 original: Any, structured_inputs: Any, structured_outputs: Any) -> None:
+        specs = [_spec(graph, r) for r in graph.inputs]
+        flat = function_from_graph_def(
+            graph_def, [str(r) for r in graph.inputs], [str(r) for r in graph.outputs], specs
+        )
+        super().__init__(flat, structured_inputs, structured_outputs)
+        self.graph_def = graph_def
+        self.graph = graph
+        self.context = context
+        self.original = original
+
+    @property
+    def kernels(self) -> list[Any]:
+        return self.context.kernels
+
+
+def _spec(graph: Graph, ref: TensorRef) -> tf.TensorSpec:
+    info = graph.info(ref)
+    return tf.TensorSpec(info.shape, tf.as_dtype(info.dtype), name=ref.node)
+
+
+def optimize(
+    obj: Any,
+    *,
+    outputs: Sequence[str] | None = None,
+    inputs: Sequence[str] | None = None,
+    input_signature: Sequence[tf.TensorSpec] | None = None,
+    on_chip_budget: int | None = None,
+) -> Any:
+    """Stitches the memory-bound ops of a graph into fused kernels.
+
+    A GraphDef (or its serialized bytes) gives a GraphDef; `outputs` names the tensors to keep
+    (default: every output of the nodes nobody reads), `inputs` the feeds (default: the
+    Placeholders). A ConcreteFunction, a tf.function (traced with `input_signature` if it has
+    none) or a Keras model gives an `OptimizedFunction` called like the original. Variables are
+    frozen into constants. Groups whose kernel cannot be built stay as TensorFlow ops, with a
+    warning; if the optimized graph fails validation the original graph is returned.
+    """
+    frontend = frontends.load(obj, inputs=inputs, outputs=outputs, input_signature=input_signature)
+    graph, ctx = _optimize_graph(frontend.graph, on_chip_budget)
+    graph_def = graph_to_graph_def(graph)
+    if frontend.kind == "graph_def":
+        return graph_def
+    original = obj if frontend.structured_inputs is None else frontends.concrete_function_of(
+        obj, input_signature
+    )
+    return OptimizedFunction(graph_def, graph, ctx, original, frontend.structured_inputs,
+                             frontend.structured_outputs)
+
+
+def _optimize_graph(graph: Graph, on_chip_budget: int | None) -> tuple[Graph, PassContext]:
+    op_library.load()
+    options = Options() if on_chip_budget is None else Options(on_chip_budget=on_chip_budget)
+    optimized, ctx = run_pipeline(graph, options)
+    problem = validate(graph, optimized)
+    if problem:
+        message = f"tf_stitch: the optimized graph failed validation ({problem}); returning the original"
+        ctx.warnings.append(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+        ctx.kernels.clear()
+        return graph, ctx
+    return optimized, ctx
+
+
+def validate(original: Graph, optimized: Graph) -> str:
+    """Re-imports the optimized graph with TensorFlow; '' if it keeps the feeds and fetches."""
+    try:
+        again = graph_from_graph_def(
+            graph_to_graph_def(optimized),
+            [str(r) for r in optimized.inputs],
+            [str(r) for r in optimized.outputs],
+        )
+    except ValueError as e:
+        return str(e)
+    if len(again.outputs) != len(original.outputs):
+        return "the number of outputs changed"
+    for a, b in zip(original.outputs, again.outputs, strict=True):
+        x, y = original.info(a), again.info(b)
+        if x.dtype != y.dtype or x.rank != y.rank:
+            return f"output {a} changed from {x} to {y}"
+    return ""
+
+
+def explain(obj: Any, **kwargs: Any) -> str:
+    """What the optimizer does with `obj`: kernels, their members and schedules, and every
+    fusion decision with its reason. Accepts what `optimize` accepts, or its result."""
+    if isinstance(obj, OptimizedFunction):
+        return format_context(obj.context)
+    frontend = frontends.load(
+        obj,
+        inputs=kwargs.get("inputs"),
+        outputs=kwargs.get("outputs"),
+        input_signature=kwargs.get("input_signature"),
+    )
+    _, ctx = run_pipeline(frontend.graph, Options(compile=False))
+    return format_context(ctx)
+
+
+def format_context(ctx: PassContext) -> str:
+    lines = [f"tf_stitch: {len(ctx.kernels)} stitched kernel(s)"]
+    for k in ctx.kernels:
+        lines.append(f"kernel {k.node}: {k.schedule}")
+        lines.append(f"  {len(k.members)} ops: " + ", ".join(k.members))
+        lines.append("  inputs: " + ", ".join(k.inputs))
+        lines.append("  outputs: " + ", ".join(k.outputs))
+        lines.append(f"  on chip: {k.memory}")
+    lines.append("decisions:")
+    lines.extend(f"  {r}" for r in ctx.records)
+    if ctx.warnings:
+        lines.append("warnings:")
+        lines.extend(f"  {w}" for w in ctx.warnings)
+    return "\n".join(lines)
+
+
+class StitchFunction:
+    """`@tf_stitch.function`: like `tf.function`, optimizing each traced signature once."""
+
+    def __init__(self, fn: Callable[..., Any], input_signature: Any = None,
+                 on_chip_budget: int | None = None) -> None:
+        self.python_function = fn
+        self.tf_function = tf.function(fn, input_signature=input_signature)
+        self._on_chip_budget = on_chip_budget
+        self._cache: dict[int, tuple[Any, OptimizedFunction]] = {}
+
+    def get_optimized(self, *args: Any, **kwargs: Any) -> OptimizedFunction:
+        concrete = self.tf_function.get_concrete_function(*args, **kwargs)
+        hit = self._cache.get(id(concrete))
+        if hit is None or hit[0] is not concrete:
+            hit = (concrete, optimize(concrete, on_chip_budget=self._on_chip_budget))
+            self._cache[id(concrete)] = hit
+        return hit[1]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.get_optimized(*args, **kwargs)(*args, **kwargs)
+
+
+def function(
+    fn: Callable[..., Any] | None = None,
+    *,
+    input_signature: Any = None,
+    on_chip_budget: int | None = None,
+) -> Any:
+    """Decorator: `@tf_stitch.function` or `@tf_stitch.function(input_signature=[...])`."""
+    if fn is None:
+        return lambda f: StitchFunction(f, input_signature, on_chip_budget)
+    return StitchFunction(fn, input_signature, on_chip_budget)

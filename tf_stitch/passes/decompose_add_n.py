@@ -1,0 +1,31 @@
+"""decompose-add-n: AddN of n >= 2 tensors becomes a chain of AddV2."""
+
+from __future__ import annotations
+
+from tf_stitch.graph.ir import Graph, Node
+from tf_stitch.passes.base import PassContext, graph_pass
+from tf_stitch.passes.builder import NodeBuilder
+from tf_stitch.passes.decompose_common import decomposable, replace_with
+
+
+@graph_pass("decompose-add-n")
+def decompose_add_n(graph: Graph, ctx: PassContext) -> Graph:
+    """Rewrites float32 AddN into AddV2 nodes (left to right)."""
+    out = graph.copy()
+    for node in list(out):
+        if node.op == "AddN" and len(node.inputs) >= 2 and decomposable(out, node):
+            _rewrite(out, node)
+    return out
+
+
+def _rewrite(graph: Graph, node: Node) -> None:
+    shape = node.outputs[0].shape
+    b = NodeBuilder(graph, node.name + "_decomposed", node.device)
+    terms = list(node.inputs)
+
+    def build(name: str) -> None:
+        acc = terms[0]
+        for i, t in enumerate(terms[1:], start=1):
+            acc = b.binary("AddV2", acc, t, shape, name=name if i == len(terms) - 1 else None)
+
+    replace_with(graph, node, build)

@@ -1,0 +1,67 @@
+"""decompose-batch-norm: inference FusedBatchNorm becomes y = x * s + t, per channel.
+
+With s = scale * rsqrt(variance + epsilon) and t = offset - mean * s, as TensorFlow's CPU
+kernel computes it. s and t are per-channel; fold-constants turns them into constants when the
+statistics are constants (a frozen model), so the stitched kernel does one multiply-add.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef
+from tf_stitch.passes.base import PassContext, graph_pass
+from tf_stitch.passes.builder import NodeBuilder
+from tf_stitch.passes.decompose_common import decomposable, replace_with
+
+_OPS = ("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3")
+
+
+@graph_pass("decompose-batch-norm")
+def decompose_batch_norm(graph: Graph, ctx: PassContext) -> Graph:
+    """Rewrites float32 inference FusedBatchNorm* whose statistics outputs are unused."""
+    out = graph.copy()
+    for node in list(out):
+        if node.op in _OPS and _inference(node) and decomposable(out, node):
+            _rewrite(out, node)
+    return out
+
+
+def _inference(node: Node) -> bool:
+    params = node.attrs.get("U", node.attrs.get("T"))
+    return (
+        not node.attrs.get("is_training", True)
+        and getattr(params, "name", None) == "float32"
+        and node.outputs[0].rank in (4, 5)
+    )
+
+
+def _rewrite(graph: Graph, node: Node) -> None:
+    shape = node.outputs[0].shape
+    assert shape is not None
+    fmt = node.attrs.get("data_format", b"NHWC")
+    channels_first = (fmt.decode() if isinstance(fmt, bytes) else str(fmt)).startswith("NC")
+    eps = float(node.attrs.get("epsilon", 1e-4))
+    x, scale, offset, mean, variance = node.inputs[:5]
+    c = graph.info(scale).shape
+    vec = (c[0] if c else None,)
+    b = NodeBuilder(graph, node.name + "_decomposed", node.device)
+
+    def channel(ref: TensorRef) -> TensorRef:
+        if not channels_first:
+            return ref
+        target = np.asarray([-1] + [1] * (len(shape) - 2), dtype=np.int32)
+        return b.op(
+            "Reshape",
+            [ref, b.const(target, "int32", base="channel_shape")],
+            TensorInfo("float32", vec + (1,) * (len(shape) - 2)),
+            {"T": DType("float32"), "Tshape": DType("int32")},
+        )
+
+    def build(name: str) -> None:
+        inv = b.unary("Rsqrt", b.binary("AddV2", variance, b.const(eps, "float32", "epsilon"), vec), vec)
+        s = b.binary("Mul", inv, scale, vec)
+        t = b.binary("Sub", offset, b.binary("Mul", mean, s, vec), vec)
+        b.binary("AddV2", b.binary("Mul", x, channel(s), shape), channel(t), shape, name=name)
+
+    replace_with(graph, node, build)

@@ -1,0 +1,44 @@
+"""decompose-bias-add: BiasAdd becomes AddV2 (with the bias reshaped for channels-first)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo
+from tf_stitch.passes.base import PassContext, graph_pass
+from tf_stitch.passes.builder import NodeBuilder
+from tf_stitch.passes.decompose_common import decomposable, replace_with
+
+
+@graph_pass("decompose-bias-add")
+def decompose_bias_add(graph: Graph, ctx: PassContext) -> Graph:
+    """Rewrites float32 BiasAdd/BiasAddV1 into a broadcasting AddV2."""
+    out = graph.copy()
+    for node in list(out):
+        if node.op in ("BiasAdd", "BiasAddV1") and decomposable(out, node):
+            _rewrite(out, node)
+    return out
+
+
+def _rewrite(graph: Graph, node: Node) -> None:
+    shape = node.outputs[0].shape
+    assert shape is not None
+    fmt = node.attrs.get("data_format", b"NHWC")
+    channels_first = (fmt.decode() if isinstance(fmt, bytes) else str(fmt)).startswith("NC")
+    b = NodeBuilder(graph, node.name + "_decomposed", node.device)
+    value, bias = node.inputs
+
+    def build(name: str) -> None:
+        bias_ref = bias
+        if channels_first and len(shape) > 2:
+            c = graph.info(bias).shape
+            target = np.asarray([-1] + [1] * (len(shape) - 2), dtype=np.int32)
+            bias_ref = b.op(
+                "Reshape",
+                [bias, b.const(target, "int32", base="bias_shape")],
+                TensorInfo("float32", (c[0] if c else None,) + (1,) * (len(shape) - 2)),
+                {"T": DType("float32"), "Tshape": DType("int32")},
+            )
+        b.binary("AddV2", value, bias_ref, shape, name=name)
+
+    replace_with(graph, node, build)

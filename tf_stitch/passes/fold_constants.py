@@ -1,0 +1,89 @@
+"""fold-constants: small stateless computations on constants are computed now, by TensorFlow.
+
+Per-channel batch-norm factors, scaled biases and the like become constants, so stitched
+kernels load one value instead of recomputing it for every element. Values are computed by
+TensorFlow itself, so they are exactly what the original graph computes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tf_stitch.fusion.legality import is_stateful
+from tf_stitch.fusion.op_kinds import OpKind, op_kind
+from tf_stitch.graph.evaluate import evaluate
+from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorValue
+from tf_stitch.passes.base import PassContext, graph_pass
+
+MAX_FOLDED_ELEMENTS = 1 << 16
+_FOLDABLE_KINDS = (OpKind.ELEMENTWISE, OpKind.REDUCE, OpKind.RESHAPE, OpKind.BROADCAST)
+# Array ops that build shapes and permutations (tf.tensordot, Keras) and are safe to fold.
+_FOLDABLE_ARRAY_OPS = frozenset({
+    "ConcatV2", "Pack", "GatherV2", "Cast", "Fill", "Range", "StridedSlice", "Slice",
+    "Transpose", "Tile", "Unpack", "ZerosLike", "OnesLike",
+})
+# Ops whose value is the (static) shape of their input, whatever the input's value.
+_SHAPE_OPS = frozenset({"Shape", "Size", "Rank"})
+
+
+@graph_pass("fold-constants")
+def fold_constants(graph: Graph, ctx: PassContext) -> Graph:
+    """Replaces fusible ops whose inputs are all constant (and whose result is small)."""
+    out = graph.copy()
+    constant: set[str] = set()
+    folds: list[Node] = []
+    keep = {r.node for r in graph.inputs}
+    for node in graph.topological_order():
+        if node.op == "Const" and not node.control_inputs:
+            constant.add(node.name)
+        elif _static_shape_op(graph, node, keep):
+            # The value is the input's static shape: no need to compute the input.
+            out.nodes[node.name] = _const_node(node, _shape_value(graph, node))
+            constant.add(node.name)
+        elif _foldable(node, constant, keep):
+            constant.add(node.name)
+            folds.append(node)
+    if folds:
+        values = evaluate(out, sorted(constant), [n.output(0) for n in folds])
+        for node, value in zip(folds, values, strict=True):
+            out.nodes[node.name] = _const_node(node, value)
+    return out
+
+
+def _const_node(node: Node, value: np.ndarray) -> Node:
+    dtype = node.outputs[0].dtype
+    return Node(
+        node.name,
+        "Const",
+        attrs={"value": TensorValue(value, dtype), "dtype": DType(dtype)},
+        outputs=[TensorInfo(dtype, tuple(value.shape))],
+        device=node.device,
+    )
+
+
+def _shape_value(graph: Graph, node: Node) -> np.ndarray:
+    shape = [int(d or 0) for d in graph.info(node.inputs[0]).shape or ()]
+    np_dtype = np.int64 if node.outputs[0].dtype == "int64" else np.int32
+    if node.op == "Shape":
+        return np.asarray(shape, dtype=np_dtype)
+    if node.op == "Size":
+        return np.asarray(int(np.prod(shape)), dtype=np_dtype)
+    return np.asarray(len(shape), dtype=np_dtype)
+
+
+def _static_shape_op(graph: Graph, node: Node, keep: set[str]) -> bool:
+    if node.op not in _SHAPE_OPS or node.control_inputs or node.name in keep:
+        return False
+    return graph.info(node.inputs[0]).fully_defined()
+
+
+def _foldable(node: Node, constant: set[str], keep: set[str]) -> bool:
+    foldable_op = op_kind(node.op) in _FOLDABLE_KINDS or node.op in _FOLDABLE_ARRAY_OPS
+    if not foldable_op or node.control_inputs or node.name in keep:
+        return False
+    if len(node.outputs) != 1 or is_stateful(node.op):
+        return False
+    size = node.outputs[0].num_elements()
+    if size is None or size > MAX_FOLDED_ELEMENTS:
+        return False
+    return all(r.node in constant for r in node.inputs)

@@ -1,0 +1,99 @@
+"""The optimization pipeline, top to bottom.
+
+Debug switches: TF_STITCH_DEBUG=1 prints the node-count change of each pass, =2 adds the fusion
+groups and every decision's reason, =3 the graph after each pass, =4 the generated kernels.
+TF_STITCH_DUMP_DIR=DIR writes the graph after each pass, the plan, the kernels and a runnable
+repro of the optimized graph there.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+
+from tf_stitch.graph.ir import Graph
+from tf_stitch.passes.base import Options, Pass, PassContext
+from tf_stitch.passes.cleanup import cleanup
+from tf_stitch.passes.control_deps import drop_pure_control_deps
+from tf_stitch.passes.decompose_add_n import decompose_add_n
+from tf_stitch.passes.decompose_batch_norm import decompose_batch_norm
+from tf_stitch.passes.decompose_bias_add import decompose_bias_add
+from tf_stitch.passes.decompose_softmax import decompose_softmax
+from tf_stitch.passes.dump import Dumper
+from tf_stitch.passes.fold_constants import fold_constants
+from tf_stitch.passes.constant_views import fold_constant_views
+from tf_stitch.passes.identities import forward_identities
+from tf_stitch.passes.outline import outline
+from tf_stitch.passes.prune import prune
+from tf_stitch.passes.refresh_shapes import refresh_shapes
+from tf_stitch.passes.static_reshape import static_reshape
+from tf_stitch.passes.stitch import stitch
+
+PIPELINE: tuple[Pass, ...] = (
+    drop_pure_control_deps,  # control edges from side-effect-free nodes order nothing
+    forward_identities,  # frozen variable reads and StopGradients are plain edges
+    decompose_softmax,  # Softmax/LogSoftmax -> max, sub, exp, sum, div
+    decompose_batch_norm,  # inference FusedBatchNorm -> x * s + t
+    decompose_bias_add,  # BiasAdd -> AddV2
+    decompose_add_n,  # AddN -> AddV2 chain
+    static_reshape,  # Reshape targets computed from Shape -> constants
+    fold_constant_views,  # views of constants -> constants
+    fold_constants,  # small computations on constants -> constants
+    forward_identities,  # again: folded permutations reveal identity Transposes
+    prune,  # drop what no output needs
+    refresh_shapes,  # shape inference again, now that reshape targets are constants
+    stitch,  # plan the fusion groups (critical path first)
+    outline,  # each group -> one StitchedKernel node
+    prune,  # drop constants only the groups read
+    cleanup,  # remove planning marks
+)
+
+
+def debug_level() -> int:
+    try:
+        return int(os.environ.get("TF_STITCH_DEBUG", "0"))
+    except ValueError:
+        return 0
+
+
+def run_pipeline(graph: Graph, options: Options | None = None) -> tuple[Graph, PassContext]:
+    ctx = PassContext(options or Options())
+    level = debug_level()
+    dumper = Dumper.from_env()
+    for i, p in enumerate(PIPELINE):
+        before = len(graph)
+        graph = p.run(graph, ctx)
+        if level >= 1:
+            _print(f"[tf_stitch] {p.name}: {before} -> {len(graph)} nodes {_op_delta(graph)}")
+        if level >= 3:
+            _print(_graph_text(graph))
+        if dumper:
+            dumper.graph(i, p.name, graph)
+    if level >= 2:
+        for record in ctx.records:
+            _print(f"[tf_stitch]   {record}")
+    if level >= 4:
+        for k in ctx.kernels:
+            _print(f"[tf_stitch] kernel {k.name}:\n{k.source}")
+    if dumper:
+        dumper.finish(graph, ctx)
+    return graph, ctx
+
+
+def _op_delta(graph: Graph) -> str:
+    counts = Counter(n.op for n in graph)
+    return "(" + ", ".join(f"{op} {n}" for op, n in counts.most_common(4)) + ")"
+
+
+def _graph_text(graph: Graph) -> str:
+    lines = []
+    for node in graph:
+        ins = ", ".join(str(r) for r in node.inputs)
+        shapes = ", ".join(str(o.shape) for o in node.outputs)
+        lines.append(f"  {node.name} = {node.op}({ins}) -> {shapes}")
+    return "\n".join(lines)
+
+
+def _print(text: str) -> None:
+    print(text, file=sys.stderr)

@@ -1,0 +1,204 @@
+"""Counting the TensorFlow ops (kernel launches) one call of a function executes, from a trace.
+
+The function is called a few times under the TensorFlow profiler, each call inside a step
+marker. Every op the TF executor runs leaves a host event named `node_name:OpType` (display name
+`OpType`), usually on a `tf_Compute/...` thread line, sometimes on the calling thread when the
+executor runs inline. Ops executed eagerly (a callable that is not a graph function) leave an
+`EagerExecute` event whose `eager_op` stat names the op instead. Both are counted per step.
+"""
+
+from __future__ import annotations
+
+import inspect
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from tf_stitch.profiler.xplane import StepInterval, TraceEvent, host_events, step_intervals
+
+# Ops that run no kernel (no device work) when executed: graph plumbing (arguments, return
+# values, send/recv between partitions, constants held in the graph), metadata-only ops whose
+# output aliases or describes their input's buffer (Reshape, Identity, Shape, ...), and function
+# call ops, whose bodies' ops are traced and counted on their own. `_EagerConst` is how eager
+# mode wraps a host value into a tensor (a copy, not a kernel); ReadVariableOp hands out the
+# variable's buffer. These are reported under
+# `OpLaunches.excluded_by_type` rather than dropped silently.
+NO_KERNEL_OPS: frozenset[str] = frozenset(
+    {
+        "Const",
+        "Identity",
+        "IdentityN",
+        "NoOp",
+        "_Arg",
+        "_Retval",
+        "_Recv",
+        "_Send",
+        "Placeholder",
+        "Reshape",
+        "ExpandDims",
+        "Squeeze",
+        "Snapshot",
+        "StopGradient",
+        "PreventGradient",
+        "Shape",
+        "ShapeN",
+        "Size",
+        "Rank",
+        "PartitionedCall",
+        "StatefulPartitionedCall",
+        "_EagerConst",
+        "ReadVariableOp",
+    }
+)
+
+STEP_MARKER = "step"
+PROFILER_OPTIONS = dict(host_tracer_level=2, python_tracer_level=0, device_tracer_level=0)
+
+
+@dataclass(frozen=True)
+class OpLaunches:
+    """Op launches per step of a traced function.
+
+    `per_step` is the count of the most common step (equal to min and max when every step
+    launched the same ops); `by_type` and `excluded_by_type` describe that step.
+    """
+
+    per_step: int
+    min_per_step: int
+    max_per_step: int
+    by_type: dict[str, int] = field(default_factory=dict)
+    excluded_by_type: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def consistent(self) -> bool:
+        """Whether every traced step launched the same number of ops."""
+        return self.min_per_step == self.max_per_step
+
+
+def op_type_of(event: TraceEvent) -> str | None:
+    """The op type of an event that records one op execution, else None.
+
+    Executor ops are events named `node_name:OpType` with display name `OpType`; eager ops are
+    `EagerExecute` events with `is_func == 0` and an `eager_op` stat. Op types are not checked
+    against any registry, so custom ops count like any other.
+    """
+    disp = event.display_name
+    if disp and len(event.name) > len(disp) + 1 and event.name.endswith(":" + disp):
+        return disp
+    if event.name == "EagerExecute" and event.stats.get("is_func") == 0:
+        op = event.stats.get("eager_op")
+        return op if isinstance(op, str) and op else None
+    return None
+
+
+def count_ops_per_step(
+    events: Iterable[TraceEvent], steps: Sequence[StepInterval]
+) -> list[Counter[str]]:
+    """For each step, how many op events of each type start inside its interval."""
+    counts: list[Counter[str]] = [Counter() for _ in steps]
+    for ev in events:
+        op = op_type_of(ev)
+        if op is None:
+            continue
+        for i, step in enumerate(steps):
+            if step.contains(ev.start_ps):
+                counts[i][op] += 1
+                break
+    return counts
+
+
+def summarize_steps(per_step: Sequence[Counter[str]]) -> OpLaunches:
+    """Fold per-step op counts into an `OpLaunches`, splitting off `NO_KERNEL_OPS`."""
+    if not per_step:
+        raise ValueError("no steps to summarize")
+    kept = [Counter({k: v for k, v in c.items() if k not in NO_KERNEL_OPS}) for c in per_step]
+    totals = [c.total() for c in kept]
+    mode = Counter(totals).most_common(1)[0][0]
+    chosen = totals.index(mode)
+    excluded = {k: v for k, v in per_step[chosen].items() if k in NO_KERNEL_OPS}
+    return OpLaunches(
+        per_step=mode,
+        min_per_step=min(totals),
+        max_per_step=max(totals),
+        by_type=dict(sorted(kept[chosen].items())),
+        excluded_by_type=dict(sorted(excluded.items())),
+    )
+
+
+def _as_graph_callable(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Plain Python functions are wrapped in `tf.function`; anything else is used as is."""
+    if inspect.isfunction(fn) or inspect.ismethod(fn):
+        wrapped: Callable[..., Any] = tf.function(fn)
+        return wrapped
+    return fn
+
+
+def _as_args(inputs: Any) -> tuple[Any, ...]:
+    """Positional arguments from `inputs`; NumPy arrays become tensors up front."""
+    if isinstance(inputs, tf.Tensor | np.ndarray) or not isinstance(inputs, Sequence):
+        inputs = (inputs,)
+
+    def convert(v: Any) -> Any:
+        return tf.convert_to_tensor(v) if isinstance(v, np.ndarray | np.generic) else v
+
+    return tuple(tf.nest.map_structure(convert, tuple(inputs)))
+
+
+def _start_profiler(logdir: str) -> None:
+    options = tf.profiler.experimental.ProfilerOptions(**PROFILER_OPTIONS)
+    try:
+        tf.profiler.experimental.start(logdir, options=options)
+    except tf.errors.AlreadyExistsError as e:
+        raise RuntimeError(
+            "a TensorFlow profiler session is already active in this process; only one can "
+            "run at a time, so stop it before counting op launches"
+        ) from e
+
+
+def trace_steps(
+    fn: Callable[..., Any], args: tuple[Any, ...], steps: int
+) -> tuple[list[TraceEvent], list[StepInterval]]:
+    """Call `fn(*args)` `steps` times under the profiler, each call in a step marker.
+
+    Returns the host events and the step intervals. The profiler is always stopped and its
+    temporary logdir deleted.
+    """
+    with tempfile.TemporaryDirectory(prefix="tf_stitch_trace_") as logdir:
+        _start_profiler(logdir)
+        try:
+            for i in range(steps):
+                with tf.profiler.experimental.Trace(STEP_MARKER, step_num=i, _r=1):
+                    fn(*args)
+        finally:
+            tf.profiler.experimental.stop()
+        events = host_events(logdir)
+    intervals = step_intervals(events, STEP_MARKER)
+    if len(intervals) != steps:
+        raise RuntimeError(f"expected {steps} step markers in the trace, found {len(intervals)}")
+    return events, intervals
+
+
+def count_tf_launches(
+    fn: Callable[..., Any], inputs: Any, *, steps: int = 3, warmup: int = 2
+) -> OpLaunches:
+    """Measure how many TensorFlow ops one call `fn(*inputs)` launches, from a profiler trace.
+
+    A plain Python function is wrapped in `tf.function` so its ops run as a graph; a
+    `tf.function`, ConcreteFunction or other callable is called as is. `warmup` untraced calls
+    (tracing, Grappler, kernel creation) come first, then `steps` traced calls. Ops in
+    `NO_KERNEL_OPS` are reported separately. Raises RuntimeError if a profiler session is
+    already active.
+    """
+    if steps < 1 or warmup < 0:
+        raise ValueError("need steps >= 1 and warmup >= 0")
+    call = _as_graph_callable(fn)
+    args = _as_args(inputs)
+    for _ in range(warmup):
+        call(*args)
+    events, intervals = trace_steps(call, args, steps)
+    return summarize_steps(count_ops_per_step(events, intervals))

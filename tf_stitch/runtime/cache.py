@@ -1,0 +1,132 @@
+"""The on-disk cache shared by all tf_stitch processes, and safe ways to write into it.
+
+Entries are written once and never modified: a writer produces the file under a temporary name
+in the entry's own directory, flushes it to disk and renames it into place with `os.replace`,
+which is atomic on POSIX file systems, so a reader sees either no file or the complete file.
+Writers of the same entry serialize on an exclusive `fcntl.flock` of a lock file next to the
+entry, so that concurrent processes (and threads) building the same entry both succeed and the
+expensive build runs once.
+
+The cache directory is `$TF_STITCH_CACHE_DIR`, else `$XDG_CACHE_HOME/tf_stitch`, else
+`~/.cache/tf_stitch`. The StitchedKernel op's C++ code resolves it the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import pwd
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+__all__ = [
+    "atomic_write",
+    "build_once",
+    "cache_dir",
+    "lock_path",
+    "locked",
+    "publish",
+    "temp_path",
+]
+
+
+def cache_dir() -> Path:
+    """Returns the cache root; it need not exist yet. Empty variables count as unset."""
+    explicit = os.environ.get("TF_STITCH_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg:
+        return Path(xdg) / "tf_stitch"
+    return _home() / ".cache" / "tf_stitch"
+
+
+def _home() -> Path:
+    """$HOME, else (unset or empty) the password database's home directory."""
+    return Path(os.environ.get("HOME") or pwd.getpwuid(os.getuid()).pw_dir)
+
+
+def lock_path(path: Path) -> Path:
+    """The lock file that guards writes of `path`: a hidden `.<name>.lock` beside it."""
+    return path.with_name(f".{path.name}.lock")
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Holds an exclusive inter-process lock on the cache entry `path` (creating its directory).
+
+    The lock is an `fcntl.flock` on `lock_path(path)`. Lock files are left in place: deleting
+    one would race with a process that has just opened it. The lock is not re-entrant: do not
+    nest `locked` (or `atomic_write` / `build_once`) for the same path.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock_path(path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # Closing the descriptor releases the lock.
+
+
+@contextlib.contextmanager
+def temp_path(target: Path, suffix: str = "") -> Iterator[Path]:
+    """Yields a fresh, empty temporary file in `target`'s directory; it is removed on exit
+    unless it was renamed away (e.g. by `publish`)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(
+        prefix=f".{target.name}.", suffix=f".tmp{suffix}", dir=target.parent
+    )
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _fsync_path(path: Path, flags: int = os.O_RDONLY) -> None:
+    fd = os.open(path, flags | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def publish(tmp: Path, dest: Path) -> None:
+    """Atomically moves the finished file `tmp` (same directory as `dest`) to `dest`.
+
+    The data is flushed before the rename and the directory after it, so that after a crash
+    `dest` is either absent or complete.
+    """
+    _fsync_path(tmp)
+    os.replace(tmp, dest)
+    _fsync_path(dest.parent, os.O_DIRECTORY)
+
+
+def atomic_write(path: Path, data: bytes | str) -> None:
+    """Writes `data` (str is UTF-8 encoded) to `path` atomically, under `path`'s lock."""
+    payload = data.encode() if isinstance(data, str) else data
+    with locked(path), temp_path(path) as tmp:
+        tmp.write_bytes(payload)
+        publish(tmp, path)
+
+
+def build_once(path: Path, build: Callable[[Path], None], suffix: str = "") -> bool:
+    """Makes sure the cache entry `path` exists, calling `build(tmp)` to produce it if needed.
+
+    `build` must write the entry's content to the temporary file `tmp` (which exists, empty,
+    and ends with `suffix`); it is then published atomically. Concurrent callers for the same
+    path wait for each other, so `build` runs at most once. Returns True if this call built it.
+    Exceptions from `build` propagate and leave nothing behind.
+    """
+    if path.exists():
+        return False
+    with locked(path):
+        if path.exists():  # Another process built it while we waited for the lock.
+            return False
+        with temp_path(path, suffix) as tmp:
+            build(tmp)
+            publish(tmp, path)
+    return True

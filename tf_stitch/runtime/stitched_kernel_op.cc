@@ -1,0 +1,556 @@
+// StitchedKernel: one generic TensorFlow op that runs a fused kernel compiled
+// ahead of time by tf_stitch into a shared library.
+//
+// The op does not compile anything. Its `cache_key` attr names a library at
+// <cache_dir>/kernels/<key[:2]>/<key>.so (built by
+// tf_stitch.runtime.kernel_compiler), which exports the kernel C ABI:
+//
+//   extern "C" int ts_abi_version(void);  // must return kKernelAbiVersion
+//   extern "C" void ts_run(const void* const* inputs, void* const* outputs,
+//                          const int64_t* symbols, int64_t unit_begin,
+//                          int64_t unit_end);
+//
+// Shapes are described by attrs in a compact encoding: a dimension d >= 0 is
+// static, d < 0 is the symbol s = -1 - d. Symbols are bound at run time from
+// the first input dimension carrying them; outputs and the work-unit count are
+// computed from static dims and bound symbols. The work units are split over
+// TensorFlow's intra-op CPU thread pool and each shard calls ts_run once.
+//
+// This file is self-contained: tf_stitch/runtime/op_library.py compiles it
+// against the installed TensorFlow and caches the result.
+
+#include <dlfcn.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <mutex>  // NOLINT(build/c++11)
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/framework/tensor_shape.h"
+#include "tensorflow/core/platform/errors.h"
+#include "tensorflow/core/util/overflow.h"
+
+namespace tf_stitch {
+namespace {
+
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::Tensor;
+using ::tensorflow::TensorShape;
+using ::tensorflow::TensorShapeUtils;
+using ::tensorflow::shape_inference::DimensionHandle;
+using ::tensorflow::shape_inference::InferenceContext;
+using ::tensorflow::shape_inference::ShapeHandle;
+
+// Bump whenever this file changes behaviour; op_library.py puts it into the
+// cache key of the built op library (together with a hash of this source).
+constexpr int kOpLibraryVersion = 1;
+
+// The version of the kernel library C ABI this op speaks.
+constexpr int kKernelAbiVersion = 1;
+
+// Symbols index a dense array passed to ts_run; this bounds its size so that a
+// corrupt attr cannot make the op allocate an absurd amount of memory.
+constexpr int64_t kMaxSymbols = 1 << 16;
+
+constexpr int kCacheKeyLength = 64;
+
+using AbiVersionFn = int (*)();
+using RunFn = void (*)(const void* const* inputs, void* const* outputs,
+                       const int64_t* symbols, int64_t unit_begin,
+                       int64_t unit_end);
+
+// Status helpers that concatenate their arguments like absl::StrCat.
+template <typename... Args>
+absl::Status InvalidArgument(const Args&... args) {
+  return absl::InvalidArgumentError(absl::StrCat(args...));
+}
+
+template <typename... Args>
+absl::Status FailedPrecondition(const Args&... args) {
+  return absl::FailedPreconditionError(absl::StrCat(args...));
+}
+
+// ----------------------------------------------------------------------------
+// Attr encoding.
+
+using EncodedShape = std::vector<int64_t>;
+
+bool IsSymbol(int64_t d) { return d < 0; }
+
+// -1 - d never overflows for d < 0 (the result is at most INT64_MAX).
+int64_t SymbolOf(int64_t d) { return -1 - d; }
+
+// Formats an encoded shape as e.g. "[s0, 5]".
+std::string FormatEncoded(const EncodedShape& shape) {
+  std::vector<std::string> parts;
+  parts.reserve(shape.size());
+  for (int64_t d : shape) {
+    parts.push_back(IsSymbol(d) ? absl::StrCat("s", SymbolOf(d))
+                                : absl::StrCat(d));
+  }
+  return absl::StrCat("[", absl::StrJoin(parts, ", "), "]");
+}
+
+std::string FormatShape(const TensorShape& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape.dim_sizes(), ", "), "]");
+}
+
+// Where a symbol gets its run-time value: dimension `dim` of input `input`.
+struct Binder {
+  int input = -1;
+  int dim = -1;
+};
+
+// Everything the op needs from its attrs, validated.
+struct Signature {
+  std::string kernel_name;
+  std::string cache_key;
+  std::vector<EncodedShape> inputs;
+  std::vector<EncodedShape> outputs;
+  EncodedShape units;
+  int64_t unit_cost = 0;
+  // binders[s] is the first input dim carrying symbol s (input -1 if none).
+  std::vector<Binder> binders;
+};
+
+// Splits the concatenated `dims` into one shape per entry of `ranks`.
+absl::Status SplitShapes(const std::string& what,
+                         const std::vector<int64_t>& ranks,
+                         const std::vector<int64_t>& dims,
+                         std::vector<EncodedShape>* shapes) {
+  int64_t total = 0;
+  for (int64_t rank : ranks) {
+    if (rank < 0) {
+      return InvalidArgument(what, "_ranks has a negative rank ", rank);
+    }
+    // Stop once the ranks exceed the dims (written so that it cannot overflow).
+    if (rank > static_cast<int64_t>(dims.size()) - total) {
+      total = static_cast<int64_t>(dims.size()) + 1;
+      break;
+    }
+    total += rank;
+  }
+  if (total != static_cast<int64_t>(dims.size())) {
+    return InvalidArgument("the ", what, "_ranks [", absl::StrJoin(ranks, ", "),
+                           "] do not add up to the ", dims.size(),
+                           " entries of ", what, "_dims");
+  }
+  shapes->clear();
+  auto it = dims.begin();
+  for (int64_t rank : ranks) {
+    shapes->emplace_back(it, it + rank);
+    it += rank;
+  }
+  return absl::OkStatus();
+}
+
+bool IsLowerHex(const std::string& s) {
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+// Returns the number of symbols (max index + 1) referenced by `shapes`, or an
+// error if an index is out of range.
+absl::Status CountSymbols(const std::vector<const EncodedShape*>& shapes,
+                          int64_t* count) {
+  *count = 0;
+  for (const EncodedShape* shape : shapes) {
+    for (int64_t d : *shape) {
+      if (!IsSymbol(d)) continue;
+      const int64_t s = SymbolOf(d);
+      if (s >= kMaxSymbols) {
+        return InvalidArgument("symbol index ", s, " exceeds the limit of ",
+                               kMaxSymbols - 1);
+      }
+      *count = std::max(*count, s + 1);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Finds the binding input dim of every symbol and rejects symbols that outputs
+// or units use but no input provides.
+absl::Status BindSymbolSources(Signature* sig) {
+  std::vector<const EncodedShape*> all;
+  for (const auto& s : sig->inputs) all.push_back(&s);
+  for (const auto& s : sig->outputs) all.push_back(&s);
+  all.push_back(&sig->units);
+  int64_t num_symbols = 0;
+  TF_RETURN_IF_ERROR(CountSymbols(all, &num_symbols));
+  sig->binders.assign(num_symbols, Binder{});
+  for (int i = 0; i < static_cast<int>(sig->inputs.size()); ++i) {
+    const EncodedShape& shape = sig->inputs[i];
+    for (int j = 0; j < static_cast<int>(shape.size()); ++j) {
+      if (!IsSymbol(shape[j])) continue;
+      Binder& binder = sig->binders[SymbolOf(shape[j])];
+      if (binder.input < 0) binder = Binder{i, j};
+    }
+  }
+  auto check = [&](const EncodedShape& shape,
+                   const std::string& where) -> absl::Status {
+    for (int64_t d : shape) {
+      if (IsSymbol(d) && sig->binders[SymbolOf(d)].input < 0) {
+        return InvalidArgument(
+            "symbol s", SymbolOf(d), " used by ", where, " ",
+            FormatEncoded(shape),
+            " does not appear in any input shape, so it cannot be bound");
+      }
+    }
+    return absl::OkStatus();
+  };
+  for (int i = 0; i < static_cast<int>(sig->outputs.size()); ++i) {
+    TF_RETURN_IF_ERROR(check(sig->outputs[i], absl::StrCat("output ", i)));
+  }
+  return check(sig->units, "unit_dims");
+}
+
+// Reads and validates all attrs. Works with both OpKernelConstruction and
+// InferenceContext, which share GetAttr/num_inputs/num_outputs.
+template <typename Context>
+absl::Status ReadSignature(Context* ctx, Signature* sig) {
+  TF_RETURN_IF_ERROR(ctx->GetAttr("kernel_name", &sig->kernel_name));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("cache_key", &sig->cache_key));
+  std::vector<int64_t> input_ranks, input_dims, output_ranks, output_dims;
+  TF_RETURN_IF_ERROR(ctx->GetAttr("input_ranks", &input_ranks));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("input_dims", &input_dims));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("output_ranks", &output_ranks));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("output_dims", &output_dims));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("unit_dims", &sig->units));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("unit_cost", &sig->unit_cost));
+
+  const std::string prefix =
+      absl::StrCat("StitchedKernel '", sig->kernel_name, "': ");
+  // The key becomes part of a file path: insisting on exactly 64 lowercase hex
+  // characters also rules out path traversal ("../", "/").
+  if (sig->cache_key.size() != kCacheKeyLength || !IsLowerHex(sig->cache_key)) {
+    return InvalidArgument(prefix, "cache_key must be ", kCacheKeyLength,
+                           " lowercase hex characters, got '", sig->cache_key,
+                           "'");
+  }
+  if (sig->unit_cost < 0) {
+    return InvalidArgument(prefix, "unit_cost must be >= 0, got ",
+                           sig->unit_cost);
+  }
+  if (static_cast<int64_t>(input_ranks.size()) != ctx->num_inputs()) {
+    return InvalidArgument(prefix, "Tin has ", ctx->num_inputs(),
+                           " types but input_ranks has ", input_ranks.size(),
+                           " entries");
+  }
+  if (static_cast<int64_t>(output_ranks.size()) != ctx->num_outputs()) {
+    return InvalidArgument(prefix, "Tout has ", ctx->num_outputs(),
+                           " types but output_ranks has ", output_ranks.size(),
+                           " entries");
+  }
+  absl::Status status =
+      SplitShapes("input", input_ranks, input_dims, &sig->inputs);
+  if (status.ok()) {
+    status = SplitShapes("output", output_ranks, output_dims, &sig->outputs);
+  }
+  if (status.ok()) status = BindSymbolSources(sig);
+  if (!status.ok()) {
+    return InvalidArgument(prefix, status.message());
+  }
+  return absl::OkStatus();
+}
+
+// ----------------------------------------------------------------------------
+// Shape function.
+
+absl::Status InferShapes(InferenceContext* c) {
+  Signature sig;
+  TF_RETURN_IF_ERROR(ReadSignature(c, &sig));
+  // The best known dimension for each symbol, merged over all inputs.
+  std::vector<DimensionHandle> symbol_dims(sig.binders.size(), c->UnknownDim());
+  for (int i = 0; i < c->num_inputs(); ++i) {
+    const EncodedShape& expected = sig.inputs[i];
+    ShapeHandle shape;
+    absl::Status status = c->WithRank(c->input(i), expected.size(), &shape);
+    for (int j = 0; status.ok() && j < static_cast<int>(expected.size()); ++j) {
+      DimensionHandle dim = c->Dim(shape, j);
+      if (IsSymbol(expected[j])) {
+        DimensionHandle& merged = symbol_dims[SymbolOf(expected[j])];
+        status = c->Merge(merged, dim, &merged);
+      } else if (c->ValueKnown(dim) && c->Value(dim) != expected[j]) {
+        status = InvalidArgument("dim ", j, " is not ", expected[j]);
+      }
+    }
+    if (!status.ok()) {
+      return InvalidArgument("StitchedKernel '", sig.kernel_name, "': input ",
+                             i, " must have shape ", FormatEncoded(expected),
+                             ", got ", c->DebugString(c->input(i)), " (",
+                             status.message(), ")");
+    }
+  }
+  for (int i = 0; i < c->num_outputs(); ++i) {
+    std::vector<DimensionHandle> dims;
+    for (int64_t d : sig.outputs[i]) {
+      dims.push_back(IsSymbol(d) ? symbol_dims[SymbolOf(d)] : c->MakeDim(d));
+    }
+    c->set_output(i, c->MakeShape(dims));
+  }
+  return absl::OkStatus();
+}
+
+// ----------------------------------------------------------------------------
+// Kernel libraries.
+
+// Mirrors tf_stitch.runtime.cache.cache_dir(): $TF_STITCH_CACHE_DIR, else
+// $XDG_CACHE_HOME/tf_stitch, else ~/.cache/tf_stitch. Empty variables count as
+// unset, exactly as in the Python code.
+std::string CacheDir() {
+  const char* dir = std::getenv("TF_STITCH_CACHE_DIR");
+  if (dir != nullptr && *dir != '\0') return dir;
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg != nullptr && *xdg != '\0') return absl::StrCat(xdg, "/tf_stitch");
+  std::string home;
+  if (const char* env_home = std::getenv("HOME"); env_home != nullptr) {
+    home = env_home;
+  }
+  if (home.empty()) {
+    // Without $HOME, ask the password database (as the Python side does).
+    struct passwd pwd;
+    struct passwd* found = nullptr;
+    std::vector<char> buffer(16384);
+    const int rc =
+        getpwuid_r(getuid(), &pwd, buffer.data(), buffer.size(), &found);
+    if (rc == 0 && found != nullptr && found->pw_dir != nullptr) {
+      home = found->pw_dir;
+    }
+  }
+  return absl::StrCat(home, "/.cache/tf_stitch");
+}
+
+std::string KernelPath(const std::string& key) {
+  return absl::StrCat(CacheDir(), "/kernels/", key.substr(0, 2), "/", key,
+                      ".so");
+}
+
+// Loads the library at `path` once per process and returns its ts_run.
+// Handles are never dlclose'd: kernels may be running on other threads, and a
+// library stays valid for as long as any graph could refer to it.
+absl::Status LoadKernelLibrary(const Signature& sig, const std::string& path,
+                               RunFn* run) {
+  static std::mutex* mu = new std::mutex;
+  static auto* loaded = new std::unordered_map<std::string, RunFn>;
+  std::lock_guard<std::mutex> lock(*mu);
+  if (auto it = loaded->find(path); it != loaded->end()) {
+    *run = it->second;
+    return absl::OkStatus();
+  }
+  const std::string prefix = absl::StrCat("StitchedKernel '", sig.kernel_name,
+                                          "' (key ", sig.cache_key, "): ");
+  struct stat info;
+  if (stat(path.c_str(), &info) != 0) {
+    return FailedPrecondition(
+        "the compiled kernel ", sig.cache_key, " for ", sig.kernel_name,
+        " is not in ", path,
+        "; tf_stitch.runtime.ensure_compiled(graph_def) compiles it "
+        "(the cache directory comes from $TF_STITCH_CACHE_DIR, else "
+        "$XDG_CACHE_HOME/tf_stitch, else ~/.cache/tf_stitch)");
+  }
+  dlerror();  // Clear any stale error.
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* err = dlerror();
+    return FailedPrecondition(prefix, "dlopen(", path, ") failed: ",
+                              err != nullptr ? err : "unknown error");
+  }
+  auto resolve = [&](const char* name, void** out) -> absl::Status {
+    dlerror();
+    *out = dlsym(handle, name);
+    if (*out == nullptr) {
+      const char* err = dlerror();
+      return FailedPrecondition(prefix, "symbol ", name, " not found in ", path,
+                                ": ", err != nullptr ? err : "null symbol");
+    }
+    return absl::OkStatus();
+  };
+  void* abi_symbol = nullptr;
+  void* run_symbol = nullptr;
+  TF_RETURN_IF_ERROR(resolve("ts_abi_version", &abi_symbol));
+  TF_RETURN_IF_ERROR(resolve("ts_run", &run_symbol));
+  const int abi = reinterpret_cast<AbiVersionFn>(abi_symbol)();
+  if (abi != kKernelAbiVersion) {
+    return FailedPrecondition(prefix, path, " has kernel ABI version ", abi,
+                              " but this op (library version ",
+                              kOpLibraryVersion, ") expects ",
+                              kKernelAbiVersion, "; recompile it");
+  }
+  *run = reinterpret_cast<RunFn>(run_symbol);
+  loaded->emplace(path, *run);
+  return absl::OkStatus();
+}
+
+// ----------------------------------------------------------------------------
+// The kernel.
+
+class StitchedKernelOp : public OpKernel {
+ public:
+  explicit StitchedKernelOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadSignature(ctx, &sig_));
+    OP_REQUIRES_OK(ctx,
+                   LoadKernelLibrary(sig_, KernelPath(sig_.cache_key), &run_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    // At least one element so that data() is never null for the kernel.
+    std::vector<int64_t> symbols(std::max<size_t>(sig_.binders.size(), 1), 0);
+    OP_REQUIRES_OK(ctx, BindSymbols(ctx, &symbols));
+
+    std::vector<const void*> inputs(ctx->num_inputs());
+    for (int i = 0; i < ctx->num_inputs(); ++i) {
+      inputs[i] = ctx->input(i).data();
+    }
+
+    std::vector<void*> outputs(ctx->num_outputs());
+    for (int i = 0; i < ctx->num_outputs(); ++i) {
+      TensorShape shape;
+      OP_REQUIRES_OK(ctx, Resolve(sig_.outputs[i], symbols, &shape));
+      Tensor* output = nullptr;
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(i, shape, &output));
+      outputs[i] = output->data();
+    }
+
+    int64_t units = 0;
+    OP_REQUIRES_OK(ctx, CountUnits(symbols, &units));
+    if (units == 0) return;
+
+    const RunFn run = run_;
+    const void* const* in = inputs.data();
+    void* const* out = outputs.data();
+    const int64_t* syms = symbols.data();
+    auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+    // SchedulingParams::Adaptive(cost) forwards to ParallelFor(units, cost, fn)
+    // (whose direct use is deprecated). It returns once every shard has run,
+    // so the shards may point into this frame's vectors.
+    workers->ParallelFor(
+        units,
+        tsl::thread::ThreadPool::SchedulingParams::Adaptive(sig_.unit_cost),
+        [run, in, out, syms](int64_t begin, int64_t end) {
+          run(in, out, syms, begin, end);
+        });
+  }
+
+ private:
+  // Checks every input against its encoded shape and binds each symbol to the
+  // dimension named by its binder.
+  absl::Status BindSymbols(OpKernelContext* ctx,
+                           std::vector<int64_t>* symbols) const {
+    for (size_t s = 0; s < sig_.binders.size(); ++s) {
+      const Binder& b = sig_.binders[s];
+      if (b.input < 0) continue;  // An index that no shape mentions.
+      const TensorShape& shape = ctx->input(b.input).shape();
+      if (shape.dims() > b.dim) (*symbols)[s] = shape.dim_size(b.dim);
+    }
+    for (int i = 0; i < ctx->num_inputs(); ++i) {
+      const EncodedShape& expected = sig_.inputs[i];
+      const TensorShape& actual = ctx->input(i).shape();
+      bool ok = actual.dims() == static_cast<int>(expected.size());
+      for (int j = 0; ok && j < actual.dims(); ++j) {
+        const int64_t want = IsSymbol(expected[j])
+                                 ? (*symbols)[SymbolOf(expected[j])]
+                                 : expected[j];
+        ok = actual.dim_size(j) == want;
+      }
+      if (!ok) return ShapeMismatch(i, actual, *symbols);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ShapeMismatch(int input, const TensorShape& actual,
+                             const std::vector<int64_t>& symbols) const {
+    const EncodedShape& expected = sig_.inputs[input];
+    std::string bindings;
+    for (int64_t d : expected) {
+      if (!IsSymbol(d)) continue;
+      const int64_t s = SymbolOf(d);
+      const Binder& b = sig_.binders[s];
+      if (b.input == input) continue;
+      absl::StrAppend(&bindings, bindings.empty() ? " (" : ", ", "s", s, " = ",
+                      symbols[s], " from input ", b.input, " dim ", b.dim);
+    }
+    if (!bindings.empty()) bindings += ")";
+    return InvalidArgument("StitchedKernel '", sig_.kernel_name, "': input ",
+                           input, " must have shape ", FormatEncoded(expected),
+                           bindings, ", got ", FormatShape(actual));
+  }
+
+  // Evaluates an encoded shape with the bound symbols.
+  static absl::Status Resolve(const EncodedShape& encoded,
+                              const std::vector<int64_t>& symbols,
+                              TensorShape* shape) {
+    std::vector<int64_t> dims(encoded.size());
+    for (size_t j = 0; j < encoded.size(); ++j) {
+      dims[j] =
+          IsSymbol(encoded[j]) ? symbols[SymbolOf(encoded[j])] : encoded[j];
+    }
+    return TensorShapeUtils::MakeShape(dims, shape);
+  }
+
+  absl::Status CountUnits(const std::vector<int64_t>& symbols,
+                          int64_t* units) const {
+    *units = 1;
+    for (int64_t d : sig_.units) {
+      const int64_t n = IsSymbol(d) ? symbols[SymbolOf(d)] : d;
+      *units = tensorflow::MultiplyWithoutOverflow(*units, n);
+      if (*units < 0) {
+        return InvalidArgument("StitchedKernel '", sig_.kernel_name,
+                               "': the number of work units ",
+                               FormatEncoded(sig_.units), " overflows int64");
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  Signature sig_;
+  RunFn run_ = nullptr;
+};
+
+}  // namespace
+
+REGISTER_OP("StitchedKernel")
+    .Input("inputs: Tin")
+    .Output("outputs: Tout")
+    .Attr("Tin: list(type) >= 0")
+    .Attr("Tout: list(type) >= 1")
+    .Attr("kernel_name: string")
+    .Attr("cache_key: string")
+    .Attr("source: string")
+    .Attr("input_ranks: list(int)")
+    .Attr("input_dims: list(int)")
+    .Attr("output_ranks: list(int)")
+    .Attr("output_dims: list(int)")
+    .Attr("unit_dims: list(int)")
+    .Attr("unit_cost: int")
+    .Attr("schedule: string = ''")
+    .SetShapeFn(InferShapes)
+    .Doc(R"doc(
+Runs a fused kernel compiled by tf_stitch from the shared library
+<cache_dir>/kernels/<cache_key[:2]>/<cache_key>.so over TensorFlow's CPU
+thread pool. Dims are encoded as d >= 0 (static) or d < 0 (symbol -1-d).
+)doc");
+
+// The macro pastes its argument's first token, so `Name` must be unqualified.
+using ::tensorflow::register_kernel::Name;
+REGISTER_KERNEL_BUILDER(Name("StitchedKernel").Device(::tensorflow::DEVICE_CPU),
+                        StitchedKernelOp);
+
+}  // namespace tf_stitch
