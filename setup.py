@@ -15,6 +15,7 @@ setup(
     },
     install_requires=[
         "tensorflow==2.21.0",
+        "tensorboard",
         "tensorboard-plugin-profile",
         "protobuf",
         "numpy",

@@ -30,7 +30,7 @@ class OptimizedFunction(GraphFunction):
         flat = function_from_graph_def(
             graph_def, [str(r) for r in graph.inputs], [str(r) for r in graph.outputs], specs
         )
-        super().__init__(flat, structured_inputs, structured_outputs)
+        super().__init__(flat, structured_inputs, structured_outputs, _param_names(original))
         self.graph_def = graph_def
         self.graph = graph
         self.context = context
@@ -41,9 +41,16 @@ class OptimizedFunction(GraphFunction):
         return self.context.kernels
 
 
+def _param_names(concrete: Any) -> list[str]:
+    function_type = getattr(concrete, "function_type", None)
+    if function_type is None:
+        return []
+    return [p.name for p in function_type.parameters.values()]
+
+
 def _spec(graph: Graph, ref: TensorRef) -> tf.TensorSpec:
     info = graph.info(ref)
-    return tf.TensorSpec(info.shape, tf.as_dtype(info.dtype), name=ref.node)
+    return tf.TensorSpec(info.shape, tf.as_dtype(info.dtype))
 
 
 def optimize(

@@ -3,12 +3,14 @@
 
 Every polynomial is a near-minimax fit obtained with Lawson's algorithm (iteratively
 re-weighted least squares) on Chebyshev nodes, minimising the *relative* error of the
-approximated function in float64.  The coefficients are then rounded to float32 and
-printed as C++ hex-float literals, in the order the header evaluates them (Horner, lowest
-degree first in the printed list).
+approximated function in float64.  The coefficients are rounded to float32 one at a
+time (refitting the rest after each rounding) and printed as the C++ ``constexpr float``
+declarations used in the header, lowest degree first.  The derived constants of the
+header (ln 2 split, range limits, TF's softplus threshold) are printed as well.
 
 Run ``python tools/fit_math_coeffs.py``; only numpy and the standard library are used and
-the output is deterministic.
+the output is deterministic.  tests/codegen/test_cpu_math.py checks that the header
+carries exactly these values.
 """
 
 from __future__ import annotations
@@ -160,17 +162,53 @@ def all_fits() -> list[Fit]:
     ]
 
 
+def derived_constants() -> list[tuple[str, float, str]]:
+    """Non-fitted constants of the header as (name, float32 value, explanation)."""
+    ln2 = math.log(2.0)
+    ln2_hi = round(ln2 * 2.0**15) / 2.0**15  # 15 significant bits: n * hi exact, |n| < 512
+    flt_min = float(np.finfo(np.float32).tiny)
+    exp_lo = float(np.float32(math.log(flt_min)))
+    if exp_lo < math.log(flt_min):
+        exp_lo = float(np.nextafter(np.float32(exp_lo), np.float32(0.0)))
+    eps = float(np.finfo(np.float32).eps)
+    softplus = float(np.float32(math.log(eps)) + np.float32(2.0))
+    return [
+        ("kLn2Hi", ln2_hi, "ln 2, high part"),
+        ("kLn2Lo", to_f32(ln2 - ln2_hi), "ln 2, low part"),
+        ("kLog2e", to_f32(1.0 / ln2), "1 / ln 2"),
+        ("kExpLo", exp_lo, "smallest x with exp(x) >= FLT_MIN"),
+        ("kErfcHi", erfc_limit(flt_min), "largest x with erfc(x) >= FLT_MIN"),
+        ("kSoftplusThreshold", softplus, "log(FLT_EPSILON) + 2 in float32"),
+    ]
+
+
+def erfc_limit(flt_min: float) -> float:
+    """Largest float32 x with erfc(x) >= FLT_MIN (bisection on the float32 bit patterns)."""
+    lo = int(np.float32(9.0).view(np.uint32))
+    hi = int(np.float32(9.5).view(np.uint32))
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        value = float(np.uint32(mid).view(np.float32))
+        lo, hi = (mid, hi) if math.erfc(value) >= flt_min else (lo, mid)
+    return float(np.uint32(lo).view(np.float32))
+
+
+def declaration(name: str, value: float) -> str:
+    """``constexpr float NAME = LITERAL;`` as written in the header."""
+    return f"constexpr float {name} = {c_literal(value)};"
+
+
 def print_fit(fit: Fit) -> None:
-    """Print one fit as a C++ constant array."""
+    """Print one fit as C++ constants ``<name>0``, ``<name>1``, ..."""
     print(f"// {fit.comment}; max rel. error of the rounded fit {fit.max_rel_error:.2e}")
-    print(f"constexpr float {fit.name}[{len(fit.coeffs)}] = {{")
-    for c in fit.coeffs:
-        print(f"    {c_literal(c)},  // {c:.9g}")
-    print("};")
+    for i, c in enumerate(fit.coeffs):
+        print(f"{declaration(f'{fit.name}{i}', c)}  // {c:.9g}")
 
 
 def main() -> None:
-    """Print all fitted coefficient tables as C++ source."""
+    """Print all fitted coefficients and derived constants as C++ source."""
+    for name, value, why in derived_constants():
+        print(f"{declaration(name, value)}  // {value:.9g}: {why}")
     for fit in all_fits():
         print_fit(fit)
 

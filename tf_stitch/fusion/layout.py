@@ -254,13 +254,27 @@ def broadcast_all(shapes: list[tuple[TensorRef, Dims]]) -> Dims:
     return tuple(out)
 
 
+# An elementwise kernel's row should be long enough to vectorize well.
+MIN_LOOP_ROW = 64
+
+
 def choose_loop_split(layout: Layout, inputs: list[TensorRef]) -> int:
-    """The outermost split at which every input reads its row contiguously or not at all."""
+    """The split of an elementwise group: the most outer axes (the most parallel units) whose
+    rows are at least MIN_LOOP_ROW long (or as long as they get), among the splits at which
+    every input reads its row contiguously or not at all."""
     domain = layout.domain
-    for split in range(layout.rank + 1):
-        if all(_inner_access(layout.placements[r], domain, split) != "general" for r in inputs):
+    valid = [
+        split
+        for split in range(layout.rank + 1)
+        if all(_inner_access(layout.placements[r], domain, split) != "general" for r in inputs)
+    ]
+    for split in sorted(valid, reverse=True):
+        row = 1
+        for d in domain[split:]:
+            row *= d if d is not None else MIN_LOOP_ROW
+        if row >= MIN_LOOP_ROW:
             return split
-    return layout.rank
+    return min(valid) if valid else layout.rank
 
 
 def _inner_access(p: Placement, domain: Dims, split: int) -> str:

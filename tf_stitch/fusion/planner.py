@@ -147,7 +147,9 @@ def _finish(
             plan.log(f"group of {nodes[0].name}", forbid("fewer than two compute ops: nothing to stitch"))
         return None
     layout = analyze(ctx.graph, members, ctx.order)
-    assert isinstance(layout, Layout), layout
+    if isinstance(layout, Decision):  # a single node never checked by a merge
+        plan.log(f"group of {nodes[0].name}", layout)
+        return None
     level = levels(ctx.graph, nodes)
     memory = plan_memory(ctx.graph, nodes, layout, level, options.on_chip_budget)
     inputs: list[TensorRef] = []

@@ -32,34 +32,63 @@ class GraphFunction:
     """Calls a frozen graph with the original function's (args, kwargs) structure.
 
     `flat_fn` takes the flat list of input tensors and returns the flat list of outputs, which
-    are packed back into the original function's output structure.
+    are packed back into the original function's output structure. `param_names` (the traced
+    function's parameter names) lets tensor arguments be passed by keyword too.
     """
 
-    def __init__(self, flat_fn: Any, structured_inputs: Any, structured_outputs: Any) -> None:
+    def __init__(self, flat_fn: Any, structured_inputs: Any, structured_outputs: Any,
+                 param_names: Sequence[str] = ()) -> None:
         self.flat_fn = flat_fn
         self.structured_inputs = structured_inputs
         self.structured_outputs = structured_outputs
+        self.param_names = list(param_names)
+
+    def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[list[Any], list[Any]]:
+        """(values, specs) for every argument of the signature, in order."""
+        sig_args, sig_kwargs = self.structured_inputs
+        sig_kwargs = dict(sig_kwargs or {})
+        if len(args) > len(sig_args):
+            raise TypeError(f"expected at most {len(sig_args)} positional arguments, got {len(args)}")
+        kwargs = dict(kwargs)
+        values = list(args)
+        for i in range(len(args), len(sig_args)):
+            name = self.param_names[i] if i < len(self.param_names) else None
+            if name is not None and name in kwargs:
+                values.append(kwargs.pop(name))
+            elif _has_tensor(sig_args[i]):
+                raise TypeError(f"missing tensor argument {name or i}")
+            else:
+                values.append(sig_args[i])  # a Python value the function was traced with
+        specs = list(sig_args)
+        for key, spec in sig_kwargs.items():
+            if key in kwargs:
+                values.append(kwargs.pop(key))
+            elif _has_tensor(spec):
+                raise TypeError(f"missing tensor argument {key!r}")
+            else:
+                values.append(spec)
+            specs.append(spec)
+        if kwargs:
+            raise TypeError(f"unexpected keyword arguments {sorted(kwargs)}")
+        return values, specs
 
     def flatten_inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
         if self.structured_inputs is None:
             if kwargs:
                 raise TypeError("this graph takes positional tensors only")
             return list(args)
-        sig_args, sig_kwargs = self.structured_inputs
-        if len(args) != len(sig_args):
-            raise TypeError(f"expected {len(sig_args)} positional arguments, got {len(args)}")
-        try:
-            tf.nest.assert_same_structure(tuple(args), tuple(sig_args))
-        except (TypeError, ValueError) as e:
-            raise TypeError(f"arguments do not match the function's signature: {e}") from None
-        if set(kwargs) != set(sig_kwargs or {}):
-            raise TypeError(f"expected keyword arguments {sorted(sig_kwargs or {})}, got {sorted(kwargs)}")
-        flat_specs = tf.nest.flatten((sig_args, sig_kwargs), expand_composites=True)
-        flat_vals = tf.nest.flatten((tuple(args), kwargs), expand_composites=True)
+        values, specs = self._bind(args, kwargs)
         tensors = []
-        for spec, val in zip(flat_specs, flat_vals, strict=True):
-            if isinstance(spec, tf.TensorSpec):
-                tensors.append(tf.convert_to_tensor(val, dtype=spec.dtype))
+        for value, spec in zip(values, specs, strict=True):
+            try:
+                tf.nest.assert_same_structure(value, spec, expand_composites=True)
+            except (TypeError, ValueError) as e:
+                raise TypeError(f"arguments do not match the function's signature: {e}") from None
+            flat_specs = tf.nest.flatten(spec, expand_composites=True)
+            flat_vals = tf.nest.flatten(value, expand_composites=True)
+            for s, v in zip(flat_specs, flat_vals, strict=True):
+                if isinstance(s, tf.TensorSpec):
+                    tensors.append(tf.convert_to_tensor(v, dtype=s.dtype))
         return tensors
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -67,3 +96,7 @@ class GraphFunction:
         if self.structured_outputs is None:
             return flat
         return tf.nest.pack_sequence_as(self.structured_outputs, list(flat), expand_composites=True)
+
+
+def _has_tensor(spec: Any) -> bool:
+    return any(isinstance(s, tf.TensorSpec) for s in tf.nest.flatten(spec, expand_composites=True))

@@ -262,6 +262,7 @@ def attr_to_proto(value: Any) -> attr_value_pb2.AttrValue:
         for k, a in value.attrs.items():
             v.func.attr[k].CopyFrom(attr_to_proto(a))
     elif isinstance(value, AttrList):
+        v.list.SetInParent()  # an empty list is still a list
         _fill_list(v.list, value)
     else:
         raise TypeError(f"cannot write attribute value of type {type(value).__name__}")

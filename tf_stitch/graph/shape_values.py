@@ -62,7 +62,8 @@ def _gather(params: Partial, indices: object, axis: Partial) -> Partial:
     import numpy as np
 
     idx = np.asarray(indices)
-    if idx.ndim > 1 or any(int(i) >= len(params) or int(i) < -len(params) for i in idx.reshape(-1)):
+    # GatherV2 rejects negative indices at run time, so they have no value here.
+    if idx.ndim > 1 or any(not 0 <= int(i) < len(params) for i in idx.reshape(-1)):
         return None
     if idx.ndim == 0:
         return params[int(idx)]

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from tf_stitch.codegen.cpu import emit_cpu
 from tf_stitch.codegen.kernel_ir import Kernel
 from tf_stitch.codegen.lower import LoweringError, lower
+from tf_stitch.codegen.op_attrs import stitched_kernel_attrs
 from tf_stitch.fusion.planner import Group
 from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef
 from tf_stitch.passes.base import KernelInfo, PassContext, graph_pass
 from tf_stitch.runtime.kernel_compiler import KernelCompileError, compile_kernel, kernel_key
-from tf_stitch.runtime.op_attrs import stitched_kernel_attrs
 
 OP_NAME = "StitchedKernel"
 
@@ -42,13 +42,14 @@ def outline(graph: Graph, ctx: PassContext) -> Graph:
     out = graph.copy()
     built = [b for g in ctx.plan.groups if (b := _generate(out, g, ctx)) is not None]
     _compile_all(built, ctx.options.compile)
+    renamed: dict[TensorRef, TensorRef] = {}  # outputs of groups already replaced
     for b in built:
         if b.error:
             message = f"tf_stitch: group {b.node_name} stays as TensorFlow ops: {b.error}"
             ctx.warnings.append(message)
             warnings.warn(message, RuntimeWarning, stacklevel=2)
             continue
-        _replace(out, b)
+        _replace(out, b, renamed)
         ctx.kernels.append(_info(b))
     return out
 
@@ -76,13 +77,13 @@ def _compile_all(built: list[_Built], compile_now: bool) -> None:
         list(pool.map(work, built))
 
 
-def _replace(graph: Graph, b: _Built) -> None:
+def _replace(graph: Graph, b: _Built, renamed: dict[TensorRef, TensorRef]) -> None:
     group, kernel = b.group, b.kernel
     outputs = [TensorInfo(p.dtype, graph.info(TensorRef.parse(p.tensor)).shape) for p in kernel.outputs]
     node = Node(
         b.node_name,
         OP_NAME,
-        [TensorRef.parse(p.tensor) for p in kernel.inputs],
+        [renamed.get(r, r) for r in (TensorRef.parse(p.tensor) for p in kernel.inputs)],
         stitched_kernel_attrs(kernel, b.source, b.key),
         outputs,
         device=group.nodes[0].device,
@@ -91,6 +92,7 @@ def _replace(graph: Graph, b: _Built) -> None:
     fetched = graph.fetched()
     for i, ref in enumerate(group.outputs):
         graph.replace_uses(ref, node.output(i))
+        renamed[ref] = node.output(i)
     graph.remove(group.names)
     for i, ref in enumerate(group.outputs):
         if ref in fetched:

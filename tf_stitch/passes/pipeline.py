@@ -15,6 +15,7 @@ from collections import Counter
 from tf_stitch.graph.ir import Graph
 from tf_stitch.passes.base import Options, Pass, PassContext
 from tf_stitch.passes.cleanup import cleanup
+from tf_stitch.passes.constant_views import fold_constant_views
 from tf_stitch.passes.control_deps import drop_pure_control_deps
 from tf_stitch.passes.decompose_add_n import decompose_add_n
 from tf_stitch.passes.decompose_batch_norm import decompose_batch_norm
@@ -22,11 +23,11 @@ from tf_stitch.passes.decompose_bias_add import decompose_bias_add
 from tf_stitch.passes.decompose_softmax import decompose_softmax
 from tf_stitch.passes.dump import Dumper
 from tf_stitch.passes.fold_constants import fold_constants
-from tf_stitch.passes.constant_views import fold_constant_views
 from tf_stitch.passes.identities import forward_identities
 from tf_stitch.passes.outline import outline
 from tf_stitch.passes.prune import prune
 from tf_stitch.passes.refresh_shapes import refresh_shapes
+from tf_stitch.passes.slice_views import slice_views
 from tf_stitch.passes.static_reshape import static_reshape
 from tf_stitch.passes.stitch import stitch
 
@@ -38,6 +39,7 @@ PIPELINE: tuple[Pass, ...] = (
     decompose_bias_add,  # BiasAdd -> AddV2
     decompose_add_n,  # AddN -> AddV2 chain
     static_reshape,  # Reshape targets computed from Shape -> constants
+    slice_views,  # x[:, None] and friends -> Reshape
     fold_constant_views,  # views of constants -> constants
     fold_constants,  # small computations on constants -> constants
     forward_identities,  # again: folded permutations reveal identity Transposes

@@ -16,7 +16,6 @@ from tf_stitch.graph.values import constant_value
 from tf_stitch.passes.base import PassContext, graph_pass
 from tf_stitch.passes.builder import NodeBuilder
 
-
 _MAX_ROUNDS = 8
 
 

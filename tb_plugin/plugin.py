@@ -1,0 +1,44 @@
+"""The tf_stitch TensorBoard tab (a skeleton: it shows an explanatory empty state).
+
+The data routes (traces, fusion groups, launch counts) come with the profiler and the
+benchmark writers; until then `is_active()` is true only when a run has tf_stitch data.
+"""
+
+from __future__ import annotations
+
+import os
+from importlib import resources
+from typing import Any
+
+from tensorboard.plugins import base_plugin
+from werkzeug import wrappers
+
+from tb_plugin import metadata
+
+
+class TfStitchPlugin(base_plugin.TBPlugin):
+    plugin_name = metadata.PLUGIN_NAME
+
+    def __init__(self, context: base_plugin.TBContext) -> None:
+        self._logdir = context.logdir or ""
+
+    def get_plugin_apps(self) -> dict[str, Any]:
+        return {"/index.js": self._serve_index}
+
+    def is_active(self) -> bool:
+        """Cheap: looks for a `plugins/tf_stitch` folder one level below the logdir."""
+        if not self._logdir or not os.path.isdir(self._logdir):
+            return False
+        with os.scandir(self._logdir) as runs:
+            for run in runs:
+                if run.is_dir() and os.path.isdir(os.path.join(run.path, metadata.PLUGIN_DIR)):
+                    return True
+        return False
+
+    def frontend_metadata(self) -> base_plugin.FrontendMetadata:
+        return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="tf_stitch")
+
+    @wrappers.Request.application
+    def _serve_index(self, request: wrappers.Request) -> wrappers.Response:
+        body = (resources.files("tb_plugin") / "static" / "index.js").read_bytes()
+        return wrappers.Response(body, content_type="application/javascript")

@@ -1,0 +1,56 @@
+"""Shared test helpers: random inputs and comparisons against the unoptimized TF graph."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import tensorflow as tf  # noqa: E402
+
+# float32 tolerances for comparing stitched kernels with TensorFlow's kernels.
+RTOL = 1e-5
+ATOL = 1e-5
+
+
+def random_inputs(specs: Sequence[tf.TensorSpec], batch: int = 3, seed: int = 0) -> list[tf.Tensor]:
+    """Random tensors for `specs`; unknown dimensions become `batch`."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for spec in specs:
+        shape = [batch if d is None else d for d in spec.shape.as_list()]
+        if spec.dtype == tf.bool:
+            out.append(tf.constant(rng.random(shape) > 0.5))
+        else:
+            out.append(tf.constant(rng.standard_normal(shape).astype(spec.dtype.as_numpy_dtype)))
+    return out
+
+
+def assert_close(expected: Any, actual: Any, rtol: float = RTOL, atol: float = ATOL) -> None:
+    """Same structure, shapes and dtypes; values within tolerance; NaN/Inf in the same places."""
+    flat_e = tf.nest.flatten(expected)
+    flat_a = tf.nest.flatten(actual)
+    assert len(flat_e) == len(flat_a)
+    for e, a in zip(flat_e, flat_a, strict=True):
+        e, a = np.asarray(e), np.asarray(a)
+        assert e.shape == a.shape, (e.shape, a.shape)
+        assert e.dtype == a.dtype, (e.dtype, a.dtype)
+        np.testing.assert_allclose(a, e, rtol=rtol, atol=atol, equal_nan=True)
+
+
+def compare_with_tf(fn: Callable[..., Any], optimized: Callable[..., Any],
+                    inputs: Sequence[Any], **tol: float) -> None:
+    assert_close(fn(*inputs), optimized(*inputs), **tol)
+
+
+@pytest.fixture
+def kernel_cache(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A fresh, private kernel cache for tests that need compilation to really happen."""
+    path = tmp_path / "tf_stitch_cache"
+    monkeypatch.setenv("TF_STITCH_CACHE_DIR", str(path))
+    return path

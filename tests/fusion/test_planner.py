@@ -1,0 +1,242 @@
+"""plan_groups: which ops end up stitched together, and why others do not."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tf_stitch.codegen.cpu import emit_cpu
+from tf_stitch.codegen.lower import lower
+from tf_stitch.fusion.planner import Plan, PlannerOptions, plan_groups
+from tf_stitch.graph import frontends
+from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef, TensorValue
+from tf_stitch.passes.base import PassContext
+from tf_stitch.passes.pipeline import PIPELINE
+
+S = tf.TensorSpec
+
+
+def prepared(fn: Callable[..., Any], *specs: tf.TensorSpec) -> Graph:
+    """The graph as `stitch` sees it: every pipeline pass before it has run."""
+    graph = frontends.load(tf.function(fn).get_concrete_function(*specs)).graph
+    ctx = PassContext()
+    for p in PIPELINE[: [p.name for p in PIPELINE].index("stitch")]:
+        graph = p.run(graph, ctx)
+    return graph
+
+
+def ops(plan: Plan) -> list[list[str]]:
+    return [sorted(graph_op for graph_op in g.names) for g in plan.groups]
+
+
+def layer_norm(x: tf.Tensor) -> tf.Tensor:
+    m = tf.reduce_mean(x, -1, keepdims=True)
+    v = tf.reduce_mean(tf.square(x - m), -1, keepdims=True)
+    return (x - m) * tf.math.rsqrt(v + 1e-5) * 1.5 + 0.1
+
+
+def test_layer_norm_is_one_group() -> None:
+    graph = prepared(layer_norm, S([None, 64]))
+    plan = plan_groups(graph)
+    (group,) = plan.groups
+    compute = {n.op for n in graph if n.op not in ("Placeholder", "Const", "Identity")}
+    assert compute <= {n.op for n in group.nodes}
+    assert group.schedule.kind == "row"
+    assert [str(r) for r in group.inputs if graph.node(r.node).op != "Const"] == ["x:0"]
+    assert len(group.outputs) == 1
+
+
+def test_softmax_is_one_group() -> None:
+    graph = prepared(tf.nn.softmax, S([8, 128]))
+    (group,) = plan_groups(graph).groups
+    assert {"Max", "Sub", "Exp", "Sum", "RealDiv"} <= {n.op for n in group.nodes}
+
+
+def test_layer_norm_followed_by_gelu_is_one_group() -> None:
+    graph = prepared(lambda x: tf.nn.gelu(layer_norm(x), approximate=True), S([4, 64]))
+    (group,) = plan_groups(graph).groups
+    assert {"Mean", "Rsqrt", "Tanh", "Pow"} <= {n.op for n in group.nodes}
+    assert len(group.outputs) == 1
+
+
+def test_two_independent_chains_stay_separate_groups() -> None:
+    graph = prepared(lambda x, y: (tf.exp(x) * 2.0, tf.tanh(y) + 1.0), S([4, 8]), S([16]))
+    plan = plan_groups(graph)
+    assert len(plan.groups) == 2
+    assert sorted(tuple(sorted(n.op for n in g.nodes if n.op != "Identity")) for g in plan.groups) \
+        == [("AddV2", "Tanh"), ("Exp", "Mul")]
+
+
+def test_does_not_fuse_when_the_merge_would_create_a_cycle_through_an_outside_op() -> None:
+    def fn(x: tf.Tensor, w: tf.Tensor) -> tf.Tensor:
+        a = tf.exp(tf.tanh(x, name="t"), name="a")
+        m = tf.matmul(a, w, name="m")  # opaque: stays outside every group
+        return tf.nn.relu(tf.add(a, m, name="b"), name="r")
+
+    graph = prepared(fn, S([4, 8]), S([8, 8]))
+    plan = plan_groups(graph)
+    assert "merge a -> b: forbid(would create a cycle through nodes outside the group)" in [
+        str(r) for r in plan.records
+    ]
+    assert {frozenset(g.names) - {"Identity"} for g in plan.groups} == {
+        frozenset({"t", "a"}), frozenset({"b", "r"})
+    }
+
+
+def test_every_decision_is_recorded_with_a_reason() -> None:
+    graph = prepared(lambda x, w: tf.exp(tf.matmul(tf.exp(x), w)) * 2.0, S([4, 8]), S([8, 8]))
+    plan = plan_groups(graph)
+    text = [str(r) for r in plan.records]
+    assert "node MatMul (MatMul): forbid(MatMul is opaque to the fuser)" in text
+    assert any(t.startswith("merge Exp_1 -> mul: allow(loop over [4,8]") for t in text)
+    assert any(t.startswith("group of Exp: forbid(fewer than two compute ops") for t in text)
+    assert all(r.decision.reason for r in plan.records)
+
+
+def test_min_compute_ops_is_a_knob() -> None:
+    graph = prepared(lambda x: tf.exp(x), S([4, 8]))
+    assert plan_groups(graph).groups == []
+    (group,) = plan_groups(graph, PlannerOptions(min_compute_ops=1)).groups
+    assert "Exp" in group.names
+
+
+def test_a_single_node_without_a_layout_is_not_a_group() -> None:
+    graph = prepared(lambda x: tf.reduce_sum(x, 0), S([4, 8]))  # a column reduction
+    plan = plan_groups(graph, PlannerOptions(min_compute_ops=1))
+    assert plan.groups == []
+    assert any("only row (innermost-axes) reductions" in str(r) for r in plan.records)
+
+
+def test_explain_prints_kernels_and_reasons() -> None:
+    import tf_stitch
+
+    text = tf_stitch.explain(tf.function(layer_norm).get_concrete_function(S([None, 64])))
+    assert "1 stitched kernel(s)" in text
+    assert "row(split_dim=1, domain=[?,64], blocks=[?])" in text
+    assert "merge Mean -> sub: allow(row over [?,64]; on the critical path)" in text
+
+
+# -- property: random DAGs of elementwise / reduce / opaque ops ---------------------------------
+F32 = "float32"
+ROWS = 4
+_KINDS = ("unary", "binary", "reduce", "reduce_nokeep", "opaque", "expand", "control")
+
+
+def _const(g: Graph, name: str, array: np.ndarray) -> TensorRef:
+    dtype = str(array.dtype)
+    g.add(Node(name, "Const", [], {"value": TensorValue(array, dtype), "dtype": DType(dtype)},
+               [TensorInfo(dtype, tuple(array.shape))]))
+    return TensorRef(name)
+
+
+@st.composite
+def random_graphs(draw: st.DrawFn) -> Graph:
+    cols = draw(st.sampled_from([ROWS, 6]))  # square: row sums also broadcast along columns
+    g = Graph()
+    g.add(Node("x", "Placeholder", [], {"dtype": DType(F32)}, [TensorInfo(F32, (ROWS, cols))]))
+    g.inputs = [TensorRef("x")]
+    values = [TensorRef("x")]
+    for i in range(draw(st.integers(2, 14))):
+        name, kind = f"n{i}", draw(st.sampled_from(_KINDS))
+        a = draw(st.sampled_from(values))
+        shape = g.info(a).shape or ()
+        attrs: dict[str, Any] = {"T": DType(F32)}
+        controls: list[str] = []
+        if kind == "unary" or kind == "control":
+            op, inputs, out = draw(st.sampled_from(["Exp", "Tanh", "Neg"])), [a], shape
+            if kind == "control":
+                controls = [draw(st.sampled_from(values)).node]
+        elif kind == "binary":
+            b = draw(st.sampled_from(values))
+            op, inputs = draw(st.sampled_from(["AddV2", "Mul", "Sub"])), [a, b]
+            try:
+                out = tuple(np.broadcast_shapes(shape, g.info(b).shape or ()))
+            except ValueError:
+                continue
+        elif kind in ("reduce", "reduce_nokeep"):
+            if len(shape) != 2:
+                continue
+            keep = kind == "reduce"
+            op = draw(st.sampled_from(["Sum", "Max"]))
+            axis = draw(st.sampled_from([-1, -1, -1, 0]))  # mostly row reductions
+            inputs = [a, _const(g, f"{name}/axis", np.array(axis, np.int32))]
+            attrs |= {"keep_dims": keep, "Tidx": DType("int32")}
+            kept = shape[0] if axis == -1 else shape[1]
+            out = ((kept, 1) if axis == -1 else (1, kept)) if keep else (kept,)
+        elif kind == "expand":
+            if len(shape) != 1:
+                continue
+            op, out = "ExpandDims", (shape[0], 1)
+            inputs = [a, _const(g, f"{name}/dim", np.array(-1, np.int32))]
+        else:
+            if len(shape) != 2:
+                continue
+            w = _const(g, f"{name}/w", np.ones((shape[1], cols), np.float32))
+            op, inputs, out = "MatMul", [a, w], (ROWS, cols)
+        g.add(Node(name, op, inputs, attrs, [TensorInfo(F32, out)], controls))
+        values.append(TensorRef(name))
+    read = {r for n in g for r in n.inputs}
+    g.outputs = [v for v in values[1:] if v not in read] or [values[-1]]
+    return g
+
+
+def _contracted_edges(g: Graph, rep: dict[str, str]) -> set[tuple[str, str]]:
+    edges = set()
+    for node in g:
+        for pred in [r.node for r in node.inputs] + node.control_inputs:
+            a, b = rep.get(pred, pred), rep.get(node.name, node.name)
+            if a != b:
+                edges.add((a, b))
+    return edges
+
+
+def _is_acyclic(nodes: set[str], edges: set[tuple[str, str]]) -> bool:
+    indegree = dict.fromkeys(nodes, 0)
+    for _, b in edges:
+        indegree[b] += 1
+    ready = [n for n, d in indegree.items() if d == 0]
+    seen = 0
+    while ready:
+        n = ready.pop()
+        seen += 1
+        for a, b in edges:
+            if a == n:
+                indegree[b] -= 1
+                if indegree[b] == 0:
+                    ready.append(b)
+    return seen == len(nodes)
+
+
+def _connected(g: Graph, members: set[str]) -> bool:
+    adjacent: dict[str, set[str]] = {m: set() for m in members}
+    for m in members:
+        for r in g.node(m).inputs:
+            if r.node in members:
+                adjacent[m].add(r.node)
+                adjacent[r.node].add(m)
+    start = next(iter(members))
+    seen, stack = {start}, [start]
+    while stack:
+        for n in adjacent[stack.pop()] - seen:
+            seen.add(n)
+            stack.append(n)
+    return seen == members
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_graphs(), st.sampled_from([1, 2]))
+def test_groups_never_create_cycles_and_are_connected(g: Graph, min_ops: int) -> None:
+    plan = plan_groups(g, PlannerOptions(min_compute_ops=min_ops))
+    rep = {name: f"group{grp.id}" for grp in plan.groups for name in grp.names}
+    assert len(rep) == sum(len(grp.names) for grp in plan.groups), "a node is in two groups"
+    nodes = {rep.get(n.name, n.name) for n in g}
+    assert _is_acyclic(nodes, _contracted_edges(g, rep))
+    for grp in plan.groups:
+        assert _connected(g, set(grp.names)), grp.names
+        assert not any(g.node(n).op == "MatMul" or g.node(n).control_inputs for n in grp.names)
+        emit_cpu(lower(g, grp, f"k{grp.id}"))  # every planned group can be lowered

@@ -1,0 +1,109 @@
+"""A GraphDef called like the original function: flat calls, structured calls, bad calls."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import assert_close, random_inputs
+from graph_helpers import spec, v1_graph_def
+
+from tf_stitch.graph.callable import GraphFunction, function_from_graph_def
+from tf_stitch.graph.frontends import load
+from tf_stitch.graph.io import graph_to_graph_def
+
+
+def fn(a: tf.Tensor, pair: tuple[tf.Tensor, tf.Tensor], *, scale: tf.Tensor) -> dict[str, Any]:
+    return {"sum": a + pair[0] * scale, "diff": pair[1] - a}
+
+
+SIG = (spec(2), (spec(2), spec(2)))
+
+
+def structured() -> GraphFunction:
+    cf = tf.function(fn).get_concrete_function(*SIG, scale=spec(None))
+    fe = load(cf)
+    g = fe.graph
+    specs = [tf.TensorSpec(g.info(r).shape, g.info(r).dtype) for r in g.inputs]
+    flat = function_from_graph_def(
+        graph_to_graph_def(g), [str(r) for r in g.inputs], [str(r) for r in g.outputs], specs
+    )
+    names = [p.name for p in cf.function_type.parameters.values()]
+    return GraphFunction(flat, fe.structured_inputs, fe.structured_outputs, names)
+
+
+def test_function_from_graph_def_runs_the_flat_graph() -> None:
+    def build() -> None:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 3], name="x")
+        y = tf.compat.v1.placeholder(tf.float32, [3], name="y")
+        tf.multiply(x, y, name="m")
+        tf.subtract(x, y, name="s")
+
+    f = function_from_graph_def(
+        v1_graph_def(build), ["x:0", "y:0"], ["s:0", "m:0"], [spec(None, 3), spec(3)]
+    )
+    x, y = random_inputs([spec(4, 3), spec(3)])
+    assert_close([x - y, x * y], f(x, y))
+    x5 = random_inputs([spec(5, 3)])[0]  # the unknown batch size stays unknown
+    assert_close([x5 - y, x5 * y], f(x5, y))
+
+
+def test_flat_function_rejects_wrong_shapes() -> None:
+    def build() -> None:
+        tf.negative(tf.compat.v1.placeholder(tf.float32, [3], name="x"), name="n")
+
+    f = function_from_graph_def(v1_graph_def(build), ["x"], ["n"], [spec(3)])
+    with pytest.raises((TypeError, ValueError)):
+        f(tf.zeros([4]))
+
+
+def test_structured_call_matches_the_original() -> None:
+    gf = structured()
+    a, p0, p1 = random_inputs([spec(2)] * 3)
+    scale = tf.constant([2.0, 3.0])
+    expected = fn(a, (p0, p1), scale=scale)
+    got = gf(a, (p0, p1), scale=scale)
+    assert set(got) == {"sum", "diff"}
+    assert_close(expected, got)
+
+
+def test_structured_call_converts_numpy_values() -> None:
+    gf = structured()
+    ones, zeros = np.ones(2), np.zeros(2)
+    got = gf(np.float64([1.0, 2.0]), (ones, zeros), scale=np.float64([2.0, 2.0]))
+    assert_close({"sum": np.float32([3, 4]), "diff": np.float32([-1, -2])}, got)
+
+
+def test_tensor_arguments_may_be_passed_by_keyword() -> None:
+    a, p0, p1 = random_inputs([spec(2)] * 3)
+    scale = tf.constant([2.0, 3.0])
+    assert_close(fn(a, (p0, p1), scale=scale), structured()(pair=(p0, p1), a=a, scale=scale))
+
+
+Z = tf.zeros(2)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "message"),
+    [
+        ((Z, (Z, Z), Z), {"scale": Z}, "expected at most 2 positional arguments, got 3"),
+        ((Z,), {"scale": Z}, "missing tensor argument pair"),
+        ((Z, Z), {"scale": Z}, "do not match the function's signature"),
+        ((Z, (Z, Z, Z)), {"scale": Z}, "do not match the function's signature"),
+        ((Z, (Z, Z)), {}, "missing tensor argument 'scale'"),
+        ((Z, (Z, Z)), {"scale": Z, "x": 1}, r"unexpected keyword arguments \['x'\]"),
+    ],
+)
+def test_structured_call_rejects_mismatched_arguments(args: tuple, kwargs: dict,
+                                                      message: str) -> None:
+    with pytest.raises(TypeError, match=message):
+        structured()(*args, **kwargs)
+
+
+def test_without_structure_the_call_is_flat_and_positional() -> None:
+    gf = GraphFunction(lambda *xs: [x + 1 for x in xs], None, None)
+    assert gf(1, 2) == [2, 3]
+    with pytest.raises(TypeError, match="positional tensors only"):
+        gf(1, y=2)

@@ -1,0 +1,40 @@
+"""count_launches: measured kernels per step for TF, tf_stitch and XLA:CPU."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+import tf_stitch
+
+
+def _ln_gelu(x: tf.Tensor) -> tf.Tensor:
+    m = tf.reduce_mean(x, -1, keepdims=True)
+    v = tf.reduce_mean(tf.math.squared_difference(x, m), -1, keepdims=True)
+    return tf.nn.gelu((x - m) * tf.math.rsqrt(v + 1e-5), approximate=False)
+
+
+def test_layer_norm_gelu_is_one_kernel_against_many() -> None:
+    x = tf.random.normal([64, 768])
+    report = tf_stitch.count_launches(_ln_gelu, x)
+    assert report.tf_stitch == 1
+    assert report.tf_stitch_detail.by_type == {"StitchedKernel": 1}
+    # TF runs one kernel per op: 2 Mean, Sub, SquaredDifference, AddV2, Rsqrt, Mul and GELU's
+    # Neg, Mul, Erfc, Mul, Mul (the exact number depends on Grappler; it is never one).
+    assert report.tf >= 10
+    assert report.xla_cpu is not None and report.xla_cpu > report.tf_stitch
+    table = str(report)
+    assert "tf_stitch" in table and "XLA:CPU" in table and "TensorFlow" in table
+
+
+def test_accepts_optimized_functions_and_keras_models() -> None:
+    import keras
+
+    keras.utils.set_random_seed(0)
+    inp = keras.Input((16,))
+    model = keras.Model(inp, keras.layers.LayerNormalization()(inp * 2.0))
+    x = tf.random.normal([4, 16])
+    from_model = tf_stitch.count_launches(model, x)
+    optimized = tf_stitch.optimize(model)
+    from_optimized = tf_stitch.count_launches(optimized, x)
+    assert from_model.tf_stitch == from_optimized.tf_stitch == 1
+    assert from_model.tf > 1

@@ -1,0 +1,1 @@
+"""Small models built locally with random weights (nothing is downloaded)."""

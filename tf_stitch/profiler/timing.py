@@ -1,0 +1,51 @@
+"""Latency of several callables measured interleaved in one run (so drift hits all alike)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Latency:
+    median_ms: float
+    min_ms: float
+    max_ms: float
+    samples: int
+
+    def __str__(self) -> str:
+        return f"{self.median_ms:.2f} ms ({self.min_ms:.2f}-{self.max_ms:.2f})"
+
+
+def _sync(result: Any) -> None:
+    """Waits for the result's values (a no-op for CPU tensors, a device sync otherwise)."""
+    import tensorflow as tf
+
+    for t in tf.nest.flatten(result):
+        if hasattr(t, "numpy"):
+            t.numpy()
+
+
+def interleaved(
+    fns: Mapping[str, Callable[[], Any]],
+    rounds: int = 10,
+    warmup: int = 2,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Latency]:
+    """Calls every function once per round, in turn, `rounds` times after `warmup` rounds;
+    returns the median, min and max wall time of each."""
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for r in range(warmup + rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            _sync(fn())
+            if r >= warmup:
+                samples[name].append((time.perf_counter() - start) * 1e3)
+        if progress is not None:
+            progress(r + 1, warmup + rounds)
+    return {
+        name: Latency(statistics.median(s), min(s), max(s), len(s)) for name, s in samples.items()
+    }
