@@ -5,7 +5,7 @@ from setuptools import find_packages, setup
 setup(
     name="tf_stitch",
     version="0.1.0",
-    description="Deep kernel fusion (FusionStitching/AStitch) and across-stack profiling for TensorFlow",
+    description="Deep kernel fusion and across-stack profiling for TensorFlow",
     python_requires=">=3.11",
     packages=find_packages(include=["tf_stitch", "tf_stitch.*", "tb_plugin", "tb_plugin.*"]),
     package_data={

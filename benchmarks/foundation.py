@@ -21,11 +21,11 @@ from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 
-import tf_stitch  # noqa: E402
-from tf_stitch.models.encoder import encoder_layer  # noqa: E402
-from tf_stitch.profiler.timing import Latency, interleaved  # noqa: E402
+import tf_stitch
+from tf_stitch.models.encoder import encoder_layer
+from tf_stitch.profiler.timing import Latency, interleaved
 
 
 def layer_norm_gelu(x: tf.Tensor, g: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
@@ -51,8 +51,12 @@ def workloads() -> dict[str, tuple[Callable[..., Any], list[tf.Tensor]]]:
 
 
 def measure(fn: Callable[..., Any], inputs: list[tf.Tensor], rounds: int) -> dict[str, Any]:
-    specs = [tf.TensorSpec([None, *t.shape[1:]], t.dtype) if t.shape.rank > 1
-             else tf.TensorSpec(t.shape, t.dtype) for t in inputs]
+    specs = [
+        tf.TensorSpec([None, *t.shape[1:]], t.dtype)
+        if t.shape.rank > 1
+        else tf.TensorSpec(t.shape, t.dtype)
+        for t in inputs
+    ]
     graph_fn = tf.function(fn, input_signature=specs)
     xla_fn = tf.function(fn, jit_compile=True)
     optimized = tf_stitch.optimize(graph_fn)
@@ -67,8 +71,11 @@ def measure(fn: Callable[..., Any], inputs: list[tf.Tensor], rounds: int) -> dic
         warmup=3,
     )
     return {
-        "kernels": {"TensorFlow": report.tf, "XLA:CPU": report.xla_cpu,
-                    "tf_stitch": report.tf_stitch},
+        "kernels": {
+            "TensorFlow": report.tf,
+            "XLA:CPU": report.xla_cpu,
+            "tf_stitch": report.tf_stitch,
+        },
         "latency": latency,
         "notes": report.notes,
     }
@@ -86,8 +93,10 @@ def main() -> int:
     args = parser.parse_args()
     now = datetime.datetime.now().astimezone().isoformat(timespec="minutes")
     cpu = platform.processor() or platform.machine()
-    print(f"# {now} | {platform.node()} | {cpu}, {os.cpu_count()} CPUs | "
-          f"TensorFlow {tf.__version__} | Python {platform.python_version()}")
+    print(
+        f"# {now} | {platform.node()} | {cpu}, {os.cpu_count()} CPUs | "
+        f"TensorFlow {tf.__version__} | Python {platform.python_version()}"
+    )
     results: dict[str, Any] = {}
     for name, (fn, inputs) in workloads().items():
         r = measure(fn, inputs, args.rounds)
@@ -98,20 +107,30 @@ def main() -> int:
         for variant in ("TensorFlow", "XLA:CPU", "tf_stitch"):
             print(_row(variant, k[variant], lat[variant]))
         ts = lat["tf_stitch"].median_ms
-        print(f"  tf_stitch/TF latency: {ts / lat['TensorFlow'].median_ms:.3f} "
-              f"({lat['TensorFlow'].median_ms / ts:.2f}x faster); "
-              f"tf_stitch/XLA:CPU: {ts / lat['XLA:CPU'].median_ms:.3f}")
+        print(
+            f"  tf_stitch/TF latency: {ts / lat['TensorFlow'].median_ms:.3f} "
+            f"({lat['TensorFlow'].median_ms / ts:.2f}x faster); "
+            f"tf_stitch/XLA:CPU: {ts / lat['XLA:CPU'].median_ms:.3f}"
+        )
         if k["XLA:CPU"]:
-            print(f"  kernels tf_stitch/XLA:CPU: {k['tf_stitch']}/{k['XLA:CPU']} = "
-                  f"{k['tf_stitch'] / k['XLA:CPU']:.2f}")
+            print(
+                f"  kernels tf_stitch/XLA:CPU: {k['tf_stitch']}/{k['XLA:CPU']} = "
+                f"{k['tf_stitch'] / k['XLA:CPU']:.2f}"
+            )
         for note in r["notes"]:
             print(f"  note: {note}")
-    print("\ntargets: layer norm + GELU >= 4x faster than TF and faster than XLA:CPU; "
-          "encoder kernels <= 1/2 of XLA:CPU's")
+    print(
+        "\ntargets: layer norm + GELU >= 4x faster than TF and faster than XLA:CPU; "
+        "encoder kernels <= 1/2 of XLA:CPU's"
+    )
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"date": now, "machine": cpu, "results": results}, f, indent=2,
-                      default=lambda o: o.__dict__)
+            json.dump(
+                {"date": now, "machine": cpu, "results": results},
+                f,
+                indent=2,
+                default=lambda o: o.__dict__,
+            )
     return 0
 
 

@@ -38,7 +38,8 @@ class TfStitchPlugin(base_plugin.TBPlugin):
     def frontend_metadata(self) -> base_plugin.FrontendMetadata:
         return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="tf_stitch")
 
-    @wrappers.Request.application
-    def _serve_index(self, request: wrappers.Request) -> wrappers.Response:
+    def _serve_index(self, environ: dict[str, Any], start_response: Any) -> Any:
+        """WSGI app serving the tab's ES module."""
         body = (resources.files("tb_plugin") / "static" / "index.js").read_bytes()
-        return wrappers.Response(body, content_type="application/javascript")
+        response = wrappers.Response(body, content_type="application/javascript")
+        return response(environ, start_response)

@@ -11,7 +11,7 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 
 # float32 tolerances for comparing stitched kernels with TensorFlow's kernels.
 RTOL = 1e-5
@@ -43,8 +43,9 @@ def assert_close(expected: Any, actual: Any, rtol: float = RTOL, atol: float = A
         np.testing.assert_allclose(a, e, rtol=rtol, atol=atol, equal_nan=True)
 
 
-def compare_with_tf(fn: Callable[..., Any], optimized: Callable[..., Any],
-                    inputs: Sequence[Any], **tol: float) -> None:
+def compare_with_tf(
+    fn: Callable[..., Any], optimized: Callable[..., Any], inputs: Sequence[Any], **tol: float
+) -> None:
     assert_close(fn(*inputs), optimized(*inputs), **tol)
 
 

@@ -32,8 +32,11 @@ def v1_graph_def(build: Callable[[], Any]) -> Any:
     return g.as_graph_def()
 
 
-def v1_graph(build: Callable[[], Any], inputs: Sequence[str] | None = None,
-             outputs: Sequence[str] | None = None) -> Graph:
+def v1_graph(
+    build: Callable[[], Any],
+    inputs: Sequence[str] | None = None,
+    outputs: Sequence[str] | None = None,
+) -> Graph:
     return graph_from_graph_def(v1_graph_def(build), inputs, outputs)
 
 

@@ -19,7 +19,9 @@ def _write_graph(path: Path) -> None:
     path.write_bytes(g.as_graph_def().SerializeToString())
 
 
-def test_optimize_writes_an_optimized_graph(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_optimize_writes_an_optimized_graph(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     src, dst = tmp_path / "in.pb", tmp_path / "out.pb"
     _write_graph(src)
     assert main(["optimize", str(src), str(dst), "--outputs", "out"]) == 0
@@ -59,8 +61,12 @@ def test_demo_runs_end_to_end_small() -> None:
     """The console script itself, on a short sequence so that it stays quick."""
     script = Path(sys.executable).with_name("tf-stitch")
     cmd = [str(script)] if script.exists() else [sys.executable, "-m", "tf_stitch.cli"]
-    done = subprocess.run(cmd + ["demo", "--batch", "1", "--seq-len", "16", "--rounds", "2"],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [*cmd, "demo", "--batch", "1", "--seq-len", "16", "--rounds", "2"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "match" in done.stdout and "kernels/step" in done.stdout
     assert "tf_stitch" in done.stdout and "XLA:CPU" in done.stdout

@@ -93,8 +93,13 @@ def _no_keepdims(x: tf.Tensor) -> tf.Tensor:
 def _batch_norm(x: tf.Tensor) -> tf.Tensor:
     c = 16
     y, _, _ = tf.compat.v1.nn.fused_batch_norm(
-        x, const(c, seed=1), const(c, seed=2), mean=const(c, seed=3),
-        variance=tf.abs(const(c, seed=4)) + 0.5, epsilon=1e-3, is_training=False,
+        x,
+        const(c, seed=1),
+        const(c, seed=2),
+        mean=const(c, seed=3),
+        variance=tf.abs(const(c, seed=4)) + 0.5,
+        epsilon=1e-3,
+        is_training=False,
     )
     return tf.nn.relu(y)
 
@@ -136,32 +141,81 @@ CASES = [
     Case("bias_relu", lambda x: tf.nn.relu(tf.nn.bias_add(x, B64)), [spec(None, 64)], 1),
     Case("bias_relu6_scale", lambda x: tf.nn.relu6(x + B64) * 0.5, [spec(None, 3, 64)], 1),
     Case("swish", lambda x: x * tf.sigmoid(x), [spec(None, 40)], 1),
-    Case("activations", lambda x: tf.nn.elu(x) + tf.nn.selu(x) * tf.nn.softplus(x)
-         - tf.nn.leaky_relu(x, 0.3), [spec(None, 17)], 1),
-    Case("rank1_broadcast", lambda x, v, w: x * v + w, [spec(None, 4, 16), spec(16), spec(4, 1)],
-         1),
-    Case("keepdims_broadcast", lambda x: tf.exp(x - tf.reduce_max(x, -1, keepdims=True)) * 3.0,
-         [spec(None, 7, 9)], 1),
+    Case(
+        "activations",
+        lambda x: tf.nn.elu(x) + tf.nn.selu(x) * tf.nn.softplus(x) - tf.nn.leaky_relu(x, 0.3),
+        [spec(None, 17)],
+        1,
+    ),
+    Case(
+        "rank1_broadcast", lambda x, v, w: x * v + w, [spec(None, 4, 16), spec(16), spec(4, 1)], 1
+    ),
+    Case(
+        "keepdims_broadcast",
+        lambda x: tf.exp(x - tf.reduce_max(x, -1, keepdims=True)) * 3.0,
+        [spec(None, 7, 9)],
+        1,
+    ),
     Case("no_keepdims_reduce", _no_keepdims, [spec(None, 12)], 1),
-    Case("reduce_two_axes", lambda x: x - tf.reduce_mean(x, [-2, -1], keepdims=True),
-         [spec(None, 4, 6, 5)], 1),
+    Case(
+        "reduce_two_axes",
+        lambda x: x - tf.reduce_mean(x, [-2, -1], keepdims=True),
+        [spec(None, 4, 6, 5)],
+        1,
+    ),
     Case("reductions", _reductions, [spec(None, 19)], 1),
     Case("two_outputs", _two_outputs, [spec(None, 31)], 1),
     Case("per_row_outputs", _norm_with_statistics, [spec(None, 24)], 1),
-    Case("where_compare", lambda x: tf.where(x > 0.0, x, 0.1 * x) + tf.cast(x < -1.0, F),
-         [spec(None, 10)], 1),
-    Case("mask_cast", lambda x, m: tf.nn.relu(x) * tf.cast(m, F), [spec(None, 8),
-         spec(None, 8, dtype=tf.bool)], 1),
-    Case("unary_chain", lambda x: tf.sqrt(x) + tf.math.rsqrt(x) * tf.math.log(x)
-         - tf.math.reciprocal(x) + tf.square(x), [spec(None, 20)], 1, positive=True),
-    Case("pow", lambda x: tf.pow(x, 3.0) + tf.pow(x, 0.7) * tf.math.log1p(x), [spec(None, 20)], 1,
-         positive=True),
-    Case("rounding", lambda x: tf.floor(x * 3.0) + tf.math.ceil(x) - tf.round(x * 2.0)
-         + tf.sign(x) * tf.abs(x) + tf.math.erf(x) - tf.math.erfc(x), [spec(None, 21)], 1),
+    Case(
+        "where_compare",
+        lambda x: tf.where(x > 0.0, x, 0.1 * x) + tf.cast(x < -1.0, F),
+        [spec(None, 10)],
+        1,
+    ),
+    Case(
+        "mask_cast",
+        lambda x, m: tf.nn.relu(x) * tf.cast(m, F),
+        [spec(None, 8), spec(None, 8, dtype=tf.bool)],
+        1,
+    ),
+    Case(
+        "unary_chain",
+        lambda x: (
+            tf.sqrt(x) + tf.math.rsqrt(x) * tf.math.log(x) - tf.math.reciprocal(x) + tf.square(x)
+        ),
+        [spec(None, 20)],
+        1,
+        positive=True,
+    ),
+    Case(
+        "pow",
+        lambda x: tf.pow(x, 3.0) + tf.pow(x, 0.7) * tf.math.log1p(x),
+        [spec(None, 20)],
+        1,
+        positive=True,
+    ),
+    Case(
+        "rounding",
+        lambda x: (
+            tf.floor(x * 3.0)
+            + tf.math.ceil(x)
+            - tf.round(x * 2.0)
+            + tf.sign(x) * tf.abs(x)
+            + tf.math.erf(x)
+            - tf.math.erfc(x)
+        ),
+        [spec(None, 21)],
+        1,
+    ),
     Case("add_n", lambda a, b, c: tf.tanh(tf.add_n([a, b, c])), [spec(None, 8)] * 3, 1),
     Case("batch_norm_relu", _batch_norm, [spec(None, 4, 4, 16)], 1),
-    Case("matmul_between", lambda x, w: tf.nn.relu(tf.matmul(tf.tanh(x) * 2.0, w) + 1.0) * 3.0,
-         [spec(None, 8), spec(8, 8)], 2, {"MatMul": 1}),
+    Case(
+        "matmul_between",
+        lambda x, w: tf.nn.relu(tf.matmul(tf.tanh(x) * 2.0, w) + 1.0) * 3.0,
+        [spec(None, 8), spec(8, 8)],
+        2,
+        {"MatMul": 1},
+    ),
 ]
 
 

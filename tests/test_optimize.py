@@ -115,8 +115,12 @@ def test_explain_lists_kernels_and_reasons() -> None:
     text = tf_stitch.explain(ln_relu)
     assert "kernel" in text and "row(split_dim=1" in text
     assert "merge" in text and "allow(" in text
-    refused = tf_stitch.explain(tf.function(lambda x, w: tf.exp(tf.matmul(tf.exp(x), w)),
-                                            input_signature=[SIG[0], tf.TensorSpec([32, 32])]))
+    refused = tf_stitch.explain(
+        tf.function(
+            lambda x, w: tf.exp(tf.matmul(tf.exp(x), w)),
+            input_signature=[SIG[0], tf.TensorSpec([32, 32])],
+        )
+    )
     assert "MatMul is opaque to the fuser" in refused
 
 
@@ -149,8 +153,9 @@ def test_tf_function_without_signature_needs_one() -> None:
         tf_stitch.optimize(tf.function(lambda x: x * 2.0))
 
 
-def test_broken_compiler_keeps_the_original_ops(kernel_cache: Path, tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_broken_compiler_keeps_the_original_ops(
+    kernel_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     broken = tmp_path / "broken-cxx"
     broken.write_text("#!/bin/sh\necho 'cc1plus: fatal error: out of cheese' >&2\nexit 1\n")
     broken.chmod(0o755)
@@ -190,5 +195,6 @@ def test_a_fed_intermediate_tensor_is_respected() -> None:
             tf.graph_util.import_graph_def(graph_def, name="")
             with tf.compat.v1.Session(graph=g2) as sess:
                 got = sess.run("out:0", {"x:0": feed * 0.0, "mid:0": feed})
-        np.testing.assert_allclose(got, tf.nn.softmax(feed + 1.0).numpy() * 2.0, rtol=1e-5,
-                                   atol=1e-6)
+        np.testing.assert_allclose(
+            got, tf.nn.softmax(feed + 1.0).numpy() * 2.0, rtol=1e-5, atol=1e-6
+        )

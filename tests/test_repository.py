@@ -32,10 +32,19 @@ def test_ci_runs_the_readme_test_command_verbatim() -> None:
 def test_build_names_every_python_file_and_only_existing_files() -> None:
     build = (ROOT / "BUILD").read_text()
     named = set(re.findall(r'"((?:tf_stitch|tb_plugin|tests|tools|benchmarks)/[^"*]+)"', build))
-    tracked = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-                             cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-    sources = {p for p in tracked if p.endswith(".py") and p.split("/")[0] in
-               ("tf_stitch", "tb_plugin", "tests", "tools", "benchmarks")}
+    tracked = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    sources = {
+        p
+        for p in tracked
+        if p.endswith(".py")
+        and p.split("/")[0] in ("tf_stitch", "tb_plugin", "tests", "tools", "benchmarks")
+    }
     assert sources - named == set(), "run: python tools/update_build.py"
     missing = {p for p in named if not (ROOT / p).exists()}
     assert missing == set(), "run: python tools/update_build.py"
@@ -54,5 +63,10 @@ def test_the_package_exports_only_the_public_api() -> None:
     import tf_stitch
 
     assert set(tf_stitch.__all__) == {
-        "LaunchReport", "OptimizedFunction", "count_launches", "explain", "function", "optimize",
+        "LaunchReport",
+        "OptimizedFunction",
+        "count_launches",
+        "explain",
+        "function",
+        "optimize",
     }

@@ -1,4 +1,4 @@
-"""`tf-stitch demo`: a BERT-style encoder layer, optimized, checked and measured against TF and XLA."""
+"""`tf-stitch demo`: a BERT-style encoder layer, optimized, checked, measured against TF/XLA."""
 
 from __future__ import annotations
 
@@ -20,6 +20,10 @@ class DemoResult:
     stitched_kernels: int
 
 
+def _cpu() -> str:
+    return platform.processor() or platform.machine()
+
+
 def _log(out: TextIO, text: str) -> None:
     print(text, file=out, flush=True)
 
@@ -28,13 +32,19 @@ def _bar(out: TextIO, label: str) -> Any:
     def progress(done: int, total: int) -> None:
         filled = int(24 * done / total)
         end = "\n" if done == total else ""
-        print(f"\r  {label} [{'#' * filled}{'.' * (24 - filled)}] {done}/{total}", end=end,
-              file=out, flush=True)
+        print(
+            f"\r  {label} [{'#' * filled}{'.' * (24 - filled)}] {done}/{total}",
+            end=end,
+            file=out,
+            flush=True,
+        )
 
     return progress
 
 
-def run(batch: int = 4, seq_len: int = 128, rounds: int = 10, out: TextIO = sys.stdout) -> DemoResult:
+def run(
+    batch: int = 4, seq_len: int = 128, rounds: int = 10, out: TextIO = sys.stdout
+) -> DemoResult:
     """Builds, optimizes, checks and measures the encoder layer; prints a report to `out`."""
     import tensorflow as tf
 
@@ -43,8 +53,11 @@ def run(batch: int = 4, seq_len: int = 128, rounds: int = 10, out: TextIO = sys.
     from tf_stitch.profiler.timing import interleaved
 
     started = time.perf_counter()
-    _log(out, f"tf_stitch demo: BERT-style encoder layer, batch {batch}, sequence {seq_len}, "
-              "hidden 768, 12 heads, FFN 3072 (random weights)")
+    _log(
+        out,
+        f"tf_stitch demo: BERT-style encoder layer, batch {batch}, sequence {seq_len}, "
+        "hidden 768, 12 heads, FFN 3072 (random weights)",
+    )
     model = encoder_layer(seq_len=seq_len)
     spec = [tf.TensorSpec([None, seq_len, 768], tf.float32)]
     _log(out, "  optimizing (compiles kernels on first use)...")
@@ -56,8 +69,11 @@ def run(batch: int = 4, seq_len: int = 128, rounds: int = 10, out: TextIO = sys.
     got = optimized(x).numpy()
     err = float(np.max(np.abs(reference - got)))
     ok = bool(np.allclose(reference, got, rtol=1e-4, atol=1e-4))
-    _log(out, f"  outputs vs. the original model: max |diff| = {err:.2e} "
-              f"({'match' if ok else 'MISMATCH'} at rtol=atol=1e-4)")
+    _log(
+        out,
+        f"  outputs vs. the original model: max |diff| = {err:.2e} "
+        f"({'match' if ok else 'MISMATCH'} at rtol=atol=1e-4)",
+    )
 
     _log(out, "  counting kernels per step from profiler traces and XLA's optimized HLO...")
     report = tf_stitch.count_launches(optimized, x)
@@ -67,7 +83,11 @@ def run(batch: int = 4, seq_len: int = 128, rounds: int = 10, out: TextIO = sys.
 
     tf_fn = tf.function(call)
     xla_fn = tf.function(call, jit_compile=True)
-    fns = {"TensorFlow": lambda: tf_fn(x), "XLA:CPU": lambda: xla_fn(x), "tf_stitch": lambda: optimized(x)}
+    fns = {
+        "TensorFlow": lambda: tf_fn(x),
+        "XLA:CPU": lambda: xla_fn(x),
+        "tf_stitch": lambda: optimized(x),
+    }
     latency = interleaved(fns, rounds=rounds, warmup=2, progress=_bar(out, "timing"))
 
     kernels = {"TensorFlow": report.tf, "XLA:CPU": report.xla_cpu, "tf_stitch": report.tf_stitch}
@@ -77,10 +97,16 @@ def run(batch: int = 4, seq_len: int = 128, rounds: int = 10, out: TextIO = sys.
         k = kernels[name]
         _log(out, f"{name:12}{'n/a' if k is None else k:>14}{latency[name]!s:>30}")
     base = latency["TensorFlow"].median_ms
-    _log(out, f"tf_stitch vs TensorFlow: {base / latency['tf_stitch'].median_ms:.2f}x faster; "
-              f"vs XLA:CPU: {latency['XLA:CPU'].median_ms / latency['tf_stitch'].median_ms:.2f}x")
+    _log(
+        out,
+        f"tf_stitch vs TensorFlow: {base / latency['tf_stitch'].median_ms:.2f}x faster; "
+        f"vs XLA:CPU: {latency['XLA:CPU'].median_ms / latency['tf_stitch'].median_ms:.2f}x",
+    )
     for note in report.notes:
         _log(out, f"note: {note}")
-    _log(out, f"({rounds} interleaved rounds; {platform.node()}, {platform.processor() or platform.machine()}; "
-              f"{time.perf_counter() - started:.0f} s in all)")
+    _log(
+        out,
+        f"({rounds} interleaved rounds; {platform.node()}, {_cpu()}; "
+        f"{time.perf_counter() - started:.0f} s in all)",
+    )
     return DemoResult(err, ok, kernels, latency, len(optimized.kernels))

@@ -24,8 +24,15 @@ class OptimizedFunction(GraphFunction):
     `context` what the optimizer decided (kernels, reasons, warnings).
     """
 
-    def __init__(self, graph_def: GraphDef, graph: Graph, context: PassContext,
-                 original: Any, structured_inputs: Any, structured_outputs: Any) -> None:
+    def __init__(
+        self,
+        graph_def: GraphDef,
+        graph: Graph,
+        context: PassContext,
+        original: Any,
+        structured_inputs: Any,
+        structured_outputs: Any,
+    ) -> None:
         specs = [_spec(graph, r) for r in graph.inputs]
         flat = function_from_graph_def(
             graph_def, [str(r) for r in graph.inputs], [str(r) for r in graph.outputs], specs
@@ -75,11 +82,14 @@ def optimize(
     graph_def = graph_to_graph_def(graph)
     if frontend.kind == "graph_def":
         return graph_def
-    original = obj if frontend.structured_inputs is None else frontends.concrete_function_of(
-        obj, input_signature
+    original = (
+        obj
+        if frontend.structured_inputs is None
+        else frontends.concrete_function_of(obj, input_signature)
     )
-    return OptimizedFunction(graph_def, graph, ctx, original, frontend.structured_inputs,
-                             frontend.structured_outputs)
+    return OptimizedFunction(
+        graph_def, graph, ctx, original, frontend.structured_inputs, frontend.structured_outputs
+    )
 
 
 def _optimize_graph(graph: Graph, on_chip_budget: int | None) -> tuple[Graph, PassContext]:
@@ -88,7 +98,9 @@ def _optimize_graph(graph: Graph, on_chip_budget: int | None) -> tuple[Graph, Pa
     optimized, ctx = run_pipeline(graph, options)
     problem = validate(graph, optimized)
     if problem:
-        message = f"tf_stitch: the optimized graph failed validation ({problem}); returning the original"
+        message = (
+            f"tf_stitch: the optimized graph failed validation ({problem}); returning the original"
+        )
         ctx.warnings.append(message)
         warnings.warn(message, RuntimeWarning, stacklevel=3)
         ctx.kernels.clear()
@@ -149,8 +161,9 @@ def format_context(ctx: PassContext) -> str:
 class StitchFunction:
     """`@tf_stitch.function`: like `tf.function`, optimizing each traced signature once."""
 
-    def __init__(self, fn: Callable[..., Any], input_signature: Any = None,
-                 on_chip_budget: int | None = None) -> None:
+    def __init__(
+        self, fn: Callable[..., Any], input_signature: Any = None, on_chip_budget: int | None = None
+    ) -> None:
         self.python_function = fn
         self.tf_function = tf.function(fn, input_signature=input_signature)
         self._on_chip_budget = on_chip_budget

@@ -13,8 +13,15 @@ def graph(edges: dict[str, list[str]], control: dict[str, list[str]] | None = No
     g = Graph()
     for name, preds in edges.items():
         op = "Exp" if preds else "Placeholder"
-        g.add(Node(name, op, [TensorRef(p) for p in preds], outputs=[F32],
-                   control_inputs=list((control or {}).get(name, []))))
+        g.add(
+            Node(
+                name,
+                op,
+                [TensorRef(p) for p in preds],
+                outputs=[F32],
+                control_inputs=list((control or {}).get(name, [])),
+            )
+        )
     return g
 
 

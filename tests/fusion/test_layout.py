@@ -8,7 +8,7 @@ from typing import Any
 import tensorflow as tf
 
 from tf_stitch.fusion.decision import Decision
-from tf_stitch.fusion.layout import FULL, OUTER, Layout, analyze, reduction_axes
+from tf_stitch.fusion.layout import FULL, OUTER, Layout, Placement, analyze, reduction_axes
 from tf_stitch.fusion.op_kinds import OpKind, op_kind
 from tf_stitch.graph import frontends
 from tf_stitch.graph.ir import Graph, TensorRef
@@ -107,7 +107,7 @@ def test_layer_norm_is_a_row_group_over_the_input_shape() -> None:
     assert (layout.kind, layout.domain, layout.split) == ("row", (None, 64), 1)
     assert layout.inner == (64,)
     mean = graph.node("Mean").output(0)
-    assert layout.placements[mean] == layout.placements[mean].__class__(FULL, (None, 1), (0, 1))
+    assert layout.placements[mean] == Placement(FULL, (None, 1), (0, 1))
     assert layout.is_row_level(mean)
     assert layout.is_row_level(ref(graph, "Rsqrt"))
     assert not layout.is_row_level(ref(graph, "Square"))

@@ -15,7 +15,7 @@ from tf_stitch.fusion.legality import Context, is_stateful, node_legality
 from tf_stitch.fusion.op_kinds import OpKind, OpSpec
 from tf_stitch.fusion.planner import Plan, plan_groups
 from tf_stitch.graph import frontends
-from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef, TensorValue
+from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef
 
 S = tf.TensorSpec
 
@@ -138,9 +138,7 @@ def test_does_not_fuse_when_a_reshape_target_is_not_constant() -> None:
 
 
 def test_does_not_fuse_when_a_broadcast_target_is_not_constant() -> None:
-    graph = graph_of(
-        lambda x, s: tf.broadcast_to(tf.exp(x), s) + 1.0, S([8]), S([2], tf.int32)
-    )
+    graph = graph_of(lambda x, s: tf.broadcast_to(tf.exp(x), s) + 1.0, S([8]), S([2], tf.int32))
     assert_not_fused(graph, "BroadcastTo", "BroadcastTo target is not a constant")
 
 
@@ -183,7 +181,7 @@ def test_does_not_fuse_when_an_output_would_be_written_by_several_units() -> Non
         assert not {"Exp", "add"} <= set(group.names)
 
 
-# -- positive cases ---------------------------------------------------------------------------------
+# -- positive cases -------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "fn, specs",
     [

@@ -10,9 +10,10 @@ import tensorflow as tf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import tf_stitch
 from tf_stitch.codegen.cpu import emit_cpu
 from tf_stitch.codegen.lower import lower
-from tf_stitch.fusion.planner import Plan, PlannerOptions, plan_groups
+from tf_stitch.fusion.planner import PlannerOptions, plan_groups
 from tf_stitch.graph import frontends
 from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef, TensorValue
 from tf_stitch.passes.base import PassContext
@@ -30,8 +31,8 @@ def prepared(fn: Callable[..., Any], *specs: tf.TensorSpec) -> Graph:
     return graph
 
 
-def ops(plan: Plan) -> list[list[str]]:
-    return [sorted(graph_op for graph_op in g.names) for g in plan.groups]
+def compute_nodes(graph: Graph) -> set[str]:
+    return {n.name for n in graph if n.op not in ("Placeholder", "Const", "Identity")}
 
 
 def layer_norm(x: tf.Tensor) -> tf.Tensor:
@@ -44,8 +45,7 @@ def test_layer_norm_is_one_group() -> None:
     graph = prepared(layer_norm, S([None, 64]))
     plan = plan_groups(graph)
     (group,) = plan.groups
-    compute = {n.op for n in graph if n.op not in ("Placeholder", "Const", "Identity")}
-    assert compute <= {n.op for n in group.nodes}
+    assert compute_nodes(graph) <= set(group.names)
     assert group.schedule.kind == "row"
     assert [str(r) for r in group.inputs if graph.node(r.node).op != "Const"] == ["x:0"]
     assert len(group.outputs) == 1
@@ -54,12 +54,14 @@ def test_layer_norm_is_one_group() -> None:
 def test_softmax_is_one_group() -> None:
     graph = prepared(tf.nn.softmax, S([8, 128]))
     (group,) = plan_groups(graph).groups
+    assert compute_nodes(graph) <= set(group.names)
     assert {"Max", "Sub", "Exp", "Sum", "RealDiv"} <= {n.op for n in group.nodes}
 
 
 def test_layer_norm_followed_by_gelu_is_one_group() -> None:
     graph = prepared(lambda x: tf.nn.gelu(layer_norm(x), approximate=True), S([4, 64]))
     (group,) = plan_groups(graph).groups
+    assert compute_nodes(graph) <= set(group.names)
     assert {"Mean", "Rsqrt", "Tanh", "Pow"} <= {n.op for n in group.nodes}
     assert len(group.outputs) == 1
 
@@ -68,8 +70,9 @@ def test_two_independent_chains_stay_separate_groups() -> None:
     graph = prepared(lambda x, y: (tf.exp(x) * 2.0, tf.tanh(y) + 1.0), S([4, 8]), S([16]))
     plan = plan_groups(graph)
     assert len(plan.groups) == 2
-    assert sorted(tuple(sorted(n.op for n in g.nodes if n.op != "Identity")) for g in plan.groups) \
-        == [("AddV2", "Tanh"), ("Exp", "Mul")]
+    assert sorted(
+        tuple(sorted(n.op for n in g.nodes if n.op != "Identity")) for g in plan.groups
+    ) == [("AddV2", "Tanh"), ("Exp", "Mul")]
 
 
 def test_does_not_fuse_when_the_merge_would_create_a_cycle_through_an_outside_op() -> None:
@@ -84,8 +87,27 @@ def test_does_not_fuse_when_the_merge_would_create_a_cycle_through_an_outside_op
         str(r) for r in plan.records
     ]
     assert {frozenset(g.names) - {"Identity"} for g in plan.groups} == {
-        frozenset({"t", "a"}), frozenset({"b", "r"})
+        frozenset({"t", "a"}),
+        frozenset({"b", "r"}),
     }
+
+
+def test_does_not_fuse_when_two_groups_would_depend_on_each_other() -> None:
+    def fn(x: tf.Tensor) -> Any:
+        a = tf.exp(x, name="a")
+        c = tf.tanh(x, name="c")
+        s = tf.reduce_sum(c, -1, keepdims=True, name="s")
+        return tf.add(a, s, name="d"), tf.multiply(c, a, name="e")
+
+    graph = prepared(fn, S([4, 8]))
+    for name in ("a", "d"):  # {a, d} may not merge with the rest
+        graph.node(name).device = "/device:CPU:1"
+    plan = plan_groups(graph)
+    # {a, d} reads s and {c, s, e} would read a: as two kernels, each would wait for the other
+    assert "merge c -> e: forbid(would create a cycle through nodes outside the group)" in [
+        str(r) for r in plan.records
+    ]
+    assert sorted(sorted(g.names) for g in plan.groups) == [["a", "d"], ["c", "s"]]
 
 
 def test_every_decision_is_recorded_with_a_reason() -> None:
@@ -112,9 +134,20 @@ def test_a_single_node_without_a_layout_is_not_a_group() -> None:
     assert any("only row (innermost-axes) reductions" in str(r) for r in plan.records)
 
 
-def test_explain_prints_kernels_and_reasons() -> None:
-    import tf_stitch
+def test_optimized_layer_norm_and_gelu_is_one_kernel_matching_tensorflow() -> None:
+    cf = tf.function(lambda x: tf.nn.gelu(layer_norm(x), approximate=True)).get_concrete_function(
+        S([None, 64])
+    )
+    optimized = tf_stitch.optimize(cf)
+    assert [n.op for n in optimized.graph].count("StitchedKernel") == 1
+    assert [n.op for n in optimized.graph if n.op not in ("Placeholder", "Identity")] == [
+        "StitchedKernel"
+    ]
+    x = tf.constant(np.random.default_rng(0).standard_normal((5, 64)).astype(np.float32))
+    np.testing.assert_allclose(optimized(x), cf(x), rtol=1e-5, atol=1e-5)
 
+
+def test_explain_prints_kernels_and_reasons() -> None:
     text = tf_stitch.explain(tf.function(layer_norm).get_concrete_function(S([None, 64])))
     assert "1 stitched kernel(s)" in text
     assert "row(split_dim=1, domain=[?,64], blocks=[?])" in text
@@ -129,8 +162,15 @@ _KINDS = ("unary", "binary", "reduce", "reduce_nokeep", "opaque", "expand", "con
 
 def _const(g: Graph, name: str, array: np.ndarray) -> TensorRef:
     dtype = str(array.dtype)
-    g.add(Node(name, "Const", [], {"value": TensorValue(array, dtype), "dtype": DType(dtype)},
-               [TensorInfo(dtype, tuple(array.shape))]))
+    g.add(
+        Node(
+            name,
+            "Const",
+            [],
+            {"value": TensorValue(array, dtype), "dtype": DType(dtype)},
+            [TensorInfo(dtype, tuple(array.shape))],
+        )
+    )
     return TensorRef(name)
 
 
@@ -177,7 +217,7 @@ def random_graphs(draw: st.DrawFn) -> Graph:
             if len(shape) != 2:
                 continue
             w = _const(g, f"{name}/w", np.ones((shape[1], cols), np.float32))
-            op, inputs, out = "MatMul", [a, w], (ROWS, cols)
+            op, inputs, out = "MatMul", [a, w], (shape[0], cols)
         g.add(Node(name, op, inputs, attrs, [TensorInfo(F32, out)], controls))
         values.append(TensorRef(name))
     read = {r for n in g for r in n.inputs}
@@ -228,7 +268,9 @@ def _connected(g: Graph, members: set[str]) -> bool:
     return seen == members
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(random_graphs(), st.sampled_from([1, 2]))
 def test_groups_never_create_cycles_and_are_connected(g: Graph, min_ops: int) -> None:
     plan = plan_groups(g, PlannerOptions(min_compute_ops=min_ops))

@@ -76,6 +76,14 @@ def test_structured_call_converts_numpy_values() -> None:
     assert_close({"sum": np.float32([3, 4]), "diff": np.float32([-1, -2])}, got)
 
 
+def test_structured_call_accepts_python_lists_like_the_original() -> None:
+    gf = structured()
+    got = gf([1.0, 2.0], ([1.0, 1.0], [0.0, 0.0]), scale=[2.0, 2.0])
+    assert_close(
+        fn(tf.constant([1.0, 2.0]), (tf.ones(2), tf.zeros(2)), scale=tf.constant(2.0)), got
+    )
+
+
 def test_tensor_arguments_may_be_passed_by_keyword() -> None:
     a, p0, p1 = random_inputs([spec(2)] * 3)
     scale = tf.constant([2.0, 3.0])
@@ -96,8 +104,9 @@ Z = tf.zeros(2)
         ((Z, (Z, Z)), {"scale": Z, "x": 1}, r"unexpected keyword arguments \['x'\]"),
     ],
 )
-def test_structured_call_rejects_mismatched_arguments(args: tuple, kwargs: dict,
-                                                      message: str) -> None:
+def test_structured_call_rejects_mismatched_arguments(
+    args: tuple, kwargs: dict, message: str
+) -> None:
     with pytest.raises(TypeError, match=message):
         structured()(*args, **kwargs)
 

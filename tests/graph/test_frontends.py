@@ -71,8 +71,11 @@ def test_tf_function_with_declared_or_given_signature() -> None:
 
 
 def test_tf_function_without_signature_says_what_to_pass() -> None:
-    with pytest.raises(TypeError, match=r"cannot trace 'double' without an input signature.*"
-                                        r"input_signature=\[tf.TensorSpec"):
+    with pytest.raises(
+        TypeError,
+        match=r"cannot trace 'double' without an input signature.*"
+        r"input_signature=\[tf.TensorSpec",
+    ):
         load(tf.function(double))
 
 
@@ -109,10 +112,26 @@ def test_keras_model_with_two_inputs() -> None:
 
 def test_unbuilt_keras_model_asks_for_a_signature() -> None:
     model = keras.Sequential([keras.layers.Dense(2)])
-    with pytest.raises(TypeError, match=r"never built.*input_signature"):
+    with pytest.raises(TypeError, match=r"no known inputs.*input_signature"):
         load(model)
     fe = load(model, input_signature=[spec(None, 5)])
     assert fe.graph.info(fe.graph.outputs[0]) == TensorInfo("float32", (None, 2))
+
+
+def test_subclassed_keras_model_asks_for_a_signature() -> None:
+    class Scale(keras.Model):
+        def call(self, x: tf.Tensor) -> tf.Tensor:
+            return x * 3.0
+
+    model = Scale()
+    model(np.ones((1, 2), np.float32))  # built by a call, but still without `inputs`
+    with pytest.raises(TypeError, match=r"no known inputs \(it is subclassed.*input_signature="):
+        load(model)
+    g = load(model, input_signature=[spec(None, 2)]).graph
+    assert_close(
+        [np.full((1, 2), 3.0, np.float32)],
+        run_ir(g, {str(g.inputs[0]): np.ones((1, 2), np.float32)}),
+    )
 
 
 @pytest.mark.parametrize("bad", [42, "model.pb", double, None, [graph_def()]])

@@ -171,8 +171,9 @@ def test_round_trip_computes_the_same_values() -> None:
     back = graph_to_graph_def(graph_from_graph_def(gd))
     feeds = {"x:0": np.random.default_rng(1).standard_normal((2, 4, 4, 2)).astype(np.float32)}
     fetches = ["called:0", "idn:0", "idn:1", "strings:0"]
-    for want, got in zip(run_graph_def(gd, feeds, fetches), run_graph_def(back, feeds, fetches),
-                         strict=True):
+    for want, got in zip(
+        run_graph_def(gd, feeds, fetches), run_graph_def(back, feeds, fetches), strict=True
+    ):
         np.testing.assert_array_equal(got, want)
 
 
@@ -202,12 +203,22 @@ def test_stale_output_shapes_attr_is_dropped() -> None:
 @pytest.mark.parametrize(
     "value",
     [
-        b"bytes", 7, -1.5, True, DType("int64"), ShapeValue(None), ShapeValue((None, 2)),
+        b"bytes",
+        7,
+        -1.5,
+        True,
+        DType("int64"),
+        ShapeValue(None),
+        ShapeValue((None, 2)),
         FuncRef("f", {"T": DType("float32"), "n": 2}),
-        AttrList("s", (b"a", b"b")), AttrList("i", (1, 2)), AttrList("f", (0.5,)),
-        AttrList("b", (True, False)), AttrList("type", (DType("bool"),)),
+        AttrList("s", (b"a", b"b")),
+        AttrList("i", (1, 2)),
+        AttrList("f", (0.5,)),
+        AttrList("b", (True, False)),
+        AttrList("type", (DType("bool"),)),
         AttrList("shape", (ShapeValue((1,)), ShapeValue(None))),
-        AttrList("func", (FuncRef("g"),)), AttrList("", ()),
+        AttrList("func", (FuncRef("g"),)),
+        AttrList("", ()),
     ],
 )
 def test_attr_values_round_trip(value: object) -> None:

@@ -56,8 +56,9 @@ def test_tensor_ref_str_is_tensorflow_spelling() -> None:
         (None, None, False, None),
     ],
 )
-def test_tensor_info(shape: tuple[int | None, ...] | None, rank: int | None, full: bool,
-                     n: int | None) -> None:
+def test_tensor_info(
+    shape: tuple[int | None, ...] | None, rank: int | None, full: bool, n: int | None
+) -> None:
     info = TensorInfo("float32", shape)
     assert info.rank == rank
     assert info.fully_defined() is full
@@ -98,7 +99,9 @@ def test_graph_lookup_errors_name_the_missing_thing() -> None:
 def test_consumers_and_control_consumers() -> None:
     g = chain()
     assert g.consumers() == {
-        TensorRef("x"): ["a"], TensorRef("a"): ["b", "c"], TensorRef("b"): ["c"]
+        TensorRef("x"): ["a"],
+        TensorRef("a"): ["b", "c"],
+        TensorRef("b"): ["c"],
     }
     assert g.control_consumers() == {"a": ["n"]}
 

@@ -86,7 +86,10 @@ def test_deep_chains_give_up() -> None:
     g.add(Node("x", "Placeholder", outputs=[TensorInfo("float32", (2, 3))]))
     g.add(Node("id0", "Shape", [TensorRef("x")], outputs=[TensorInfo("int32", (2,))]))
     for i in range(1, 40):
-        g.add(Node(f"id{i}", "Identity", [TensorRef(f"id{i - 1}")],
-                   outputs=[TensorInfo("int32", (2,))]))
+        g.add(
+            Node(
+                f"id{i}", "Identity", [TensorRef(f"id{i - 1}")], outputs=[TensorInfo("int32", (2,))]
+            )
+        )
     assert partial_value(g, TensorRef("id10")) == [2, 3]
     assert partial_value(g, TensorRef("id39")) is None

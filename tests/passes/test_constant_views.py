@@ -39,9 +39,10 @@ def negatives_build() -> None:
     x = tf.compat.v1.placeholder(tf.float32, [4], name="x")
     c = tf.constant([1.0, 2.0, 3.0, 4.0], name="c")
     tf.reshape(x, [2, 2], name="of_placeholder")
-    tf.reshape(c, [2, 2], name="fed_view")
+    target = tf.constant([2, 2], name="target")
+    tf.reshape(c, target, name="fed_view")
     with tf.control_dependencies([x]):
-        tf.reshape(c, [2, 2], name="ordered")
+        tf.reshape(c, target, name="ordered")
     shape = tf.compat.v1.placeholder(tf.int32, [2], name="shape")
     tf.reshape(c, shape, name="dynamic_shape")
 
@@ -49,6 +50,7 @@ def negatives_build() -> None:
 def test_does_not_fold_when_data_is_not_constant_or_view_is_fed_or_ordered() -> None:
     g = v1_graph(negatives_build, inputs=["x", "shape", "fed_view"])
     out = run_pass(fold_constant_views, g)
+    assert g.node("ordered").control_inputs == ["x"]
     for name in ("of_placeholder", "fed_view", "ordered", "dynamic_shape"):
         assert out.node(name).op == "Reshape", name
 
@@ -78,3 +80,13 @@ def test_folds_a_large_constant_read_only_by_the_view() -> None:
     out = run_pass(fold_constant_views, v1_graph(build_unshared))
     assert out.node("view").op == "Const"
     assert out.node("view").attrs["value"].array.shape == (2, 1 << 16)
+
+
+def test_does_not_fold_a_view_of_a_fed_constant() -> None:
+    def build_fed() -> None:
+        tf.reshape(tf.constant([1.0, 2.0, 3.0, 4.0], name="c"), [2, 2], name="view")
+
+    g = v1_graph(build_fed, inputs=["c"], outputs=["view"])
+    out = run_pass(fold_constant_views, g)
+    assert out.node("view").op == "Reshape"
+    assert_same_values(g, out)

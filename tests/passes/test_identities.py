@@ -60,3 +60,13 @@ def test_does_not_forward_a_target() -> None:
     g = v1_graph(build_target, outputs=[])
     g.targets = ["kept"]
     assert "kept" in run_pass(forward_identities, g)
+
+
+def test_does_not_forward_a_transpose_whose_permutation_is_fed() -> None:
+    def build_fed_perm() -> None:
+        x = tf.compat.v1.placeholder(tf.float32, [2, 2], name="x")
+        tf.nn.relu(tf.transpose(x, tf.constant([0, 1], name="perm"), name="t"), name="out")
+
+    g = v1_graph(build_fed_perm, inputs=["x", "perm"], outputs=["out"])
+    out = run_pass(forward_identities, g)
+    assert "t" in out

@@ -101,9 +101,11 @@ def op_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def ops(op_cache: Path) -> ModuleType:
-    """The op library, built once per test session."""
+    """The op library, built once per test session into `op_cache` (even when another test
+    already loaded it into this process from another cache)."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TF_STITCH_CACHE_DIR", str(op_cache))
+        op_library.build()
         return op_library.load()
 
 

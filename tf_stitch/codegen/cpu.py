@@ -9,6 +9,7 @@ change NaN semantics).
 
 from __future__ import annotations
 
+import math
 from functools import cache
 from importlib import resources
 
@@ -84,7 +85,13 @@ _EXPR = {
     "Round": "std::rint({0})",
 }
 
-_REDUCE_INIT = {"Sum": "0.0f", "Mean": "0.0f", "Prod": "1.0f", "Max": "-INFINITY", "Min": "INFINITY"}
+_REDUCE_INIT = {
+    "Sum": "0.0f",
+    "Mean": "0.0f",
+    "Prod": "1.0f",
+    "Max": "-INFINITY",
+    "Min": "INFINITY",
+}
 _REDUCE_STEP = {
     "Sum": "{a} + {v}",
     "Mean": "{a} + {v}",
@@ -99,7 +106,9 @@ static inline float ts_max(float a, float b) { return a != a ? a : (b != b ? b :
 static inline float ts_min(float a, float b) { return a != a ? a : (b != b ? b : (b < a ? b : a)); }
 static inline float ts_relu(float a) { return a < 0.0f ? 0.0f : a; }
 static inline float ts_sqdiff(float a, float b) { const float d = a - b; return d * d; }
-static inline float ts_sign(float a) { return a > 0.0f ? 1.0f : (a < 0.0f ? -1.0f : (a == 0.0f ? 0.0f : a)); }
+static inline float ts_sign(float a) {
+  return a > 0.0f ? 1.0f : (a < 0.0f ? -1.0f : (a == 0.0f ? 0.0f : a));
+}
 static inline float ts_pow(float a, float b) { return std::pow(a, b); }
 static inline float ts_elu(float a) { return a > 0.0f ? a : ts_expm1(a); }
 static inline float ts_selu(float a) {
@@ -163,7 +172,9 @@ class _Emitter:
         self._emit(f"const int64_t ts_C = {_product(k.inner)};", 1)
         for p in k.inputs:
             ct = _CTYPE[p.dtype]
-            self._emit(f"const {ct}* __restrict {p.name} = static_cast<const {ct}*>(ts_in[{p.index}]);", 1)
+            self._emit(
+                f"const {ct}* __restrict {p.name} = static_cast<const {ct}*>(ts_in[{p.index}]);", 1
+            )
         for p in k.outputs:
             ct = _CTYPE[p.dtype]
             self._emit(f"{ct}* __restrict {p.name} = static_cast<{ct}*>(ts_out[{p.index}]);", 1)
@@ -179,7 +190,9 @@ class _Emitter:
             elif a.outer == "contiguous":
                 self._emit(f"const int64_t {p.name}_r = r * ({a.row_elements});", 2)
             else:
-                self._emit(f"const int64_t {p.name}_r = {self._decompose('r', range(self.k.split), p)};", 2)
+                self._emit(
+                    f"const int64_t {p.name}_r = {self._decompose('r', range(self.k.split), p)};", 2
+                )
 
     def _decompose(self, index: str, axes: range, p: Param) -> str:
         """Offset of flat index `index` over `axes` (row-major) for param `p`."""
@@ -207,7 +220,10 @@ class _Emitter:
         else:
             for r in reds:
                 self._emit(f"float {r.name}_acc[{LANES}];", 3)
-                self._emit(f"for (int l = 0; l < {LANES}; ++l) {r.name}_acc[l] = {_REDUCE_INIT[r.kind]};", 3)
+                self._emit(
+                    f"for (int l = 0; l < {LANES}; ++l) {r.name}_acc[l] = {_REDUCE_INIT[r.kind]};",
+                    3,
+                )
             self._emit("int64_t c = 0;", 3)
             self._emit(f"for (; c + {LANES} <= ts_C; c += {LANES}) {{", 3)
             self._emit(f"for (int64_t l = 0; l < {LANES}; ++l) {{", 4)
@@ -278,7 +294,8 @@ class _Emitter:
         if e.op == "Pow" and isinstance(e.args[1], Lit) and e.args[1].value in (2.0, 3.0):
             return "(" + " * ".join([args[0]] * int(e.args[1].value)) + ")"
         if e.op == "LeakyRelu":
-            return f"({args[0]} > 0.0f ? {args[0]} : {args[0]} * {literal(e.attr('alpha'), 'float32')})"
+            alpha = literal(e.attr("alpha"), "float32")
+            return f"({args[0]} > 0.0f ? {args[0]} : {args[0]} * {alpha})"
         if e.op == "Cast":
             return _cast(args[0], str(e.attr("src")), str(e.attr("dst")))
         return _EXPR[e.op].format(*args)
@@ -313,4 +330,5 @@ def literal(value: float | bool | str, dtype: str) -> str:
         return "NAN"
     if v in (float("inf"), float("-inf")):
         return "INFINITY" if v > 0 else "(-INFINITY)"
-    return f"{v.hex()}f" if v >= 0 else f"(-{(-v).hex()}f)"
+    # copysign, not `v >= 0`: -0.0 must be parenthesized too, or Neg spells it `(--0x0p+0f)`
+    return f"{v.hex()}f" if math.copysign(1.0, v) > 0 else f"(-{(-v).hex()}f)"

@@ -9,10 +9,9 @@ Both emitters (C++ for CPU, CUDA for GPU) print this IR; neither sees the Tensor
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
 # A size: a static int, or the name of a domain axis whose size is bound at run time ("D0").
-Size = Union[int, str]
+Size = int | str
 
 
 @dataclass(frozen=True)
@@ -82,7 +81,7 @@ class BufferLoad:
     buffer: str
 
 
-Expr = Union[Load, Lit, Var, Call, ReduceResult, BufferLoad]
+Expr = Load | Lit | Var | Call | ReduceResult | BufferLoad
 
 
 # -- statements ---------------------------------------------------------------------------------
@@ -111,7 +110,7 @@ class BufferStore:
     var: str
 
 
-Stmt = Union[Let, Store, Accumulate, BufferStore]
+Stmt = Let | Store | Accumulate | BufferStore
 
 
 @dataclass(frozen=True)

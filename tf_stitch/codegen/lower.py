@@ -8,6 +8,8 @@ plan buffered it, else recomputed there; per-row values are computed once per ro
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tf_stitch.codegen.kernel_ir import (
     Access,
     Accumulate,
@@ -209,7 +211,7 @@ class _Lowerer:
             return self._cached(loop, ref, lambda: BufferLoad(buf.name))
         return self._cached(loop, ref, lambda: self._compute(ref, loop))
 
-    def _cached(self, loop: int, ref: TensorRef, make) -> Expr:  # type: ignore[no-untyped-def]
+    def _cached(self, loop: int, ref: TensorRef, make: Callable[[], Expr]) -> Expr:
         env = self.loop_env[loop]
         if ref not in env:
             env[ref] = self._let(self.loops[loop], self.graph.info(ref).dtype, make())

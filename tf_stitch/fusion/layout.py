@@ -130,7 +130,7 @@ class _Analysis:
                 (ref, self.graph.info(ref).shape or ())
                 for node in self.nodes
                 if op_spec(node.op).kind is not OpKind.RESHAPE
-                for ref in data_inputs(node) + [node.output(0)]
+                for ref in [*data_inputs(node), node.output(0)]
             ]
             return broadcast_all(shapes), -1
         first = reductions[0]
@@ -161,7 +161,9 @@ class _Analysis:
             src = node.inputs[0]
             self._place_operand(src, FULL, node)
             if not _same_dims(self.placements[src].dims, self.domain):
-                raise LayoutError(f"{node.name} reduces a broadcast tensor {fmt(self.placements[src].dims)}")
+                raise LayoutError(
+                    f"{node.name} reduces a broadcast tensor {fmt(self.placements[src].dims)}"
+                )
             self.placements[out] = self._place(out, FULL if keep_dims(node) else OUTER)
         elif kind is OpKind.RESHAPE:
             self._place_view(node)
@@ -231,7 +233,9 @@ def check_fits(ref: TensorRef, dim: int | None, axis: int | None) -> None:
         return
     if dim is None and axis == 1:
         return
-    raise LayoutError(f"{ref}: a dimension of size {_d(dim)} does not fit a domain axis of {_d(axis)}")
+    raise LayoutError(
+        f"{ref}: a dimension of size {_d(dim)} does not fit a domain axis of {_d(axis)}"
+    )
 
 
 def broadcast_all(shapes: list[tuple[TensorRef, Dims]]) -> Dims:

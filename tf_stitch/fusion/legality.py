@@ -96,9 +96,9 @@ def _op_specific(graph: Graph, node: Node) -> Decision:
             return forbid("reduction axes are not a constant")
         if node.outputs[0].dtype != "float32":
             return forbid("only float32 reductions are fused")
-    if node.op in ("Reshape", "ExpandDims", "BroadcastTo"):
-        if constant_value(graph, node.inputs[1]) is None:
-            return forbid(f"{node.op} target is not a constant")
+    targets = node.op in ("Reshape", "ExpandDims", "BroadcastTo")
+    if targets and constant_value(graph, node.inputs[1]) is None:
+        return forbid(f"{node.op} target is not a constant")
     if node.op == "Select":
         cond, x = graph.info(node.inputs[0]), graph.info(node.inputs[1])
         if cond.shape != x.shape:

@@ -35,8 +35,10 @@ class MemoryPlan:
     def __str__(self) -> str:
         if not self.decisions:
             return "no value crosses a stage"
-        parts = [f"{ref}: {'buffer' if d.ok else 'recompute'} ({d.reason})"
-                 for ref, d in self.decisions.items()]
+        parts = [
+            f"{ref}: {'buffer' if d.ok else 'recompute'} ({d.reason})"
+            for ref, d in self.decisions.items()
+        ]
         return f"{self.bytes_per_block} B on chip per block; " + "; ".join(parts)
 
 

@@ -9,10 +9,10 @@ everything else is `opaque` and never enters a group.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 
-class OpKind(str, Enum):
+class OpKind(StrEnum):
     ELEMENTWISE = "elementwise"
     BROADCAST = "broadcast"
     REDUCE = "reduce"

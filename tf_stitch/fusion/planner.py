@@ -77,8 +77,13 @@ def plan_groups(graph: Graph, options: PlannerOptions | None = None) -> Plan:
     groups = _UnionFind(candidates)
     cp = critical_path(graph, order)
     edges = sorted(
-        ((r.node, n.name) for n in order if n.name in candidates for r in n.inputs
-         if r.node in candidates),
+        (
+            (r.node, n.name)
+            for n in order
+            if n.name in candidates
+            for r in n.inputs
+            if r.node in candidates
+        ),
         key=lambda e: (-cp.edge_weight(*e), ctx.order[e[1]]),
     )
     # Refused merges are retried once their neighbourhood has changed, until nothing changes.
@@ -90,7 +95,7 @@ def plan_groups(graph: Graph, options: PlannerOptions | None = None) -> Plan:
             if a == b:
                 continue
             union = groups.members(a) | groups.members(b)
-            verdict = _merge_legality(ctx, groups.members(a), groups.members(b), union)
+            verdict = _merge_legality(ctx, groups.members(a), groups.members(b), union, groups)
             if verdict and cp.on_path(producer, consumer):
                 verdict = allow(f"{verdict.reason}; on the critical path")
             plan.log(f"merge {producer} -> {consumer}", verdict)
@@ -104,11 +109,13 @@ def plan_groups(graph: Graph, options: PlannerOptions | None = None) -> Plan:
     return plan
 
 
-def _merge_legality(ctx: Context, a: set[str], b: set[str], union: set[str]) -> Decision:
+def _merge_legality(
+    ctx: Context, a: set[str], b: set[str], union: set[str], groups: _UnionFind
+) -> Decision:
     verdict = same_device(ctx, sorted(a), sorted(b))
     if not verdict:
         return verdict
-    if _creates_cycle(ctx, union):
+    if _creates_cycle(ctx, union, groups):
         return forbid("would create a cycle through nodes outside the group")
     layout = analyze(ctx.graph, union, ctx.order)
     if isinstance(layout, Decision):
@@ -119,9 +126,19 @@ def _merge_legality(ctx: Context, a: set[str], b: set[str], union: set[str]) -> 
     return allow(f"{layout.kind} over {fmt(layout.domain)}")
 
 
-def _creates_cycle(ctx: Context, union: set[str]) -> bool:
-    """True if a path leaves the union and comes back into it."""
+def _creates_cycle(ctx: Context, union: set[str], groups: _UnionFind) -> bool:
+    """True if a path leaves the union and comes back into it. Every other group becomes one
+    kernel, so a path that reaches one of its members goes on from all of them."""
+    others = [m for m in groups.sets() if len(m) > 1 and m.isdisjoint(union)]
+    owner = {n: m for m in others for n in m}
+    # Nothing after `limit` leads back: edges go forward in `order`, and `limit` is widened to
+    # cover every group that starts before it, so a group reached after it lies wholly after.
     limit = max(ctx.order[n] for n in union)
+    spans = sorted((min(o), max(o)) for o in ([ctx.order[n] for n in m] for m in others))
+    for lo, hi in spans:
+        if lo > limit:
+            break
+        limit = max(limit, hi)
     succ = ctx.successors
     frontier = deque(s for n in union for s in succ.get(n, ()) if s not in union)
     seen: set[str] = set()
@@ -130,6 +147,7 @@ def _creates_cycle(ctx: Context, union: set[str]) -> bool:
         if name in seen or ctx.order[name] > limit:
             continue
         seen.add(name)
+        frontier.extend(owner.get(name, ()))
         for s in succ.get(name, ()):
             if s in union:
                 return True
@@ -144,7 +162,9 @@ def _finish(
     compute = [n for n in nodes if op_spec(n.op).kind is not OpKind.RESHAPE]
     if len(compute) < options.min_compute_ops:
         if len(nodes) > 1 or compute:
-            plan.log(f"group of {nodes[0].name}", forbid("fewer than two compute ops: nothing to stitch"))
+            plan.log(
+                f"group of {nodes[0].name}", forbid("fewer than two compute ops: nothing to stitch")
+            )
         return None
     layout = analyze(ctx.graph, members, ctx.order)
     if isinstance(layout, Decision):  # a single node never checked by a merge

@@ -32,7 +32,8 @@ class Schedule:
         return self.domain[self.split_dim :]
 
     def __str__(self) -> str:
-        return f"{self.kind}(split_dim={self.split_dim}, domain={fmt(self.domain)}, blocks={fmt(self.units)})"
+        domain, blocks = fmt(self.domain), fmt(self.units)
+        return f"{self.kind}(split_dim={self.split_dim}, domain={domain}, blocks={blocks})"
 
 
 def schedule_of(layout: Layout) -> Schedule:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import tensorflow as tf
+from tensorflow.python.util import nest
 
 from tf_stitch.graph.io import GraphDef
 
@@ -36,8 +37,13 @@ class GraphFunction:
     function's parameter names) lets tensor arguments be passed by keyword too.
     """
 
-    def __init__(self, flat_fn: Any, structured_inputs: Any, structured_outputs: Any,
-                 param_names: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        flat_fn: Any,
+        structured_inputs: Any,
+        structured_outputs: Any,
+        param_names: Sequence[str] = (),
+    ) -> None:
         self.flat_fn = flat_fn
         self.structured_inputs = structured_inputs
         self.structured_outputs = structured_outputs
@@ -48,7 +54,9 @@ class GraphFunction:
         sig_args, sig_kwargs = self.structured_inputs
         sig_kwargs = dict(sig_kwargs or {})
         if len(args) > len(sig_args):
-            raise TypeError(f"expected at most {len(sig_args)} positional arguments, got {len(args)}")
+            raise TypeError(
+                f"expected at most {len(sig_args)} positional arguments, got {len(args)}"
+            )
         kwargs = dict(kwargs)
         values = list(args)
         for i in range(len(args), len(sig_args)):
@@ -81,11 +89,11 @@ class GraphFunction:
         tensors = []
         for value, spec in zip(values, specs, strict=True):
             try:
-                tf.nest.assert_same_structure(value, spec, expand_composites=True)
+                # Up to the specs only: a list or array given for a TensorSpec is one value.
+                flat_vals = nest.flatten_up_to(spec, value, expand_composites=True)
             except (TypeError, ValueError) as e:
                 raise TypeError(f"arguments do not match the function's signature: {e}") from None
             flat_specs = tf.nest.flatten(spec, expand_composites=True)
-            flat_vals = tf.nest.flatten(value, expand_composites=True)
             for s, v in zip(flat_specs, flat_vals, strict=True):
                 if isinstance(s, tf.TensorSpec):
                     tensors.append(tf.convert_to_tensor(v, dtype=s.dtype))

@@ -88,7 +88,7 @@ def _keras_concrete_function(model: Any, input_signature: Sequence[tf.TensorSpec
             specs = [tf.TensorSpec(t.shape, t.dtype) for t in model.inputs]
         except (AttributeError, ValueError):
             raise TypeError(
-                "this Keras model has no known inputs (it was never built); pass "
+                "this Keras model has no known inputs (it is subclassed, or was never built); pass "
                 "input_signature=[tf.TensorSpec(...)]"
             ) from None
     else:
@@ -106,4 +106,6 @@ def from_concrete_function(cf: Any) -> Frontend:
     in_names = [t.name for t in frozen.inputs]
     out_names = [t.name for t in frozen.outputs]
     graph = graph_from_graph_def(gd, in_names, out_names)
-    return Frontend(graph, "concrete_function", cf.structured_input_signature, cf.structured_outputs)
+    return Frontend(
+        graph, "concrete_function", cf.structured_input_signature, cf.structured_outputs
+    )

@@ -68,9 +68,11 @@ def graph_from_graph_def(
         node = _node_from_proto(nd)
         node.outputs = infos[nd.name]
         graph.add(node)
-    graph.inputs = _resolve(graph, inputs, "input") if inputs is not None else [
-        n.output(0) for n in graph if n.op == "Placeholder"
-    ]
+    graph.inputs = (
+        _resolve(graph, inputs, "input")
+        if inputs is not None
+        else [n.output(0) for n in graph if n.op == "Placeholder"]
+    )
     if outputs is not None:
         graph.outputs = _resolve(graph, outputs, "output")
     else:
@@ -132,7 +134,11 @@ def infer_shapes(graph: Graph) -> Graph:
 
 def _light_node(node: Node) -> node_def_pb2.NodeDef:
     value = node.attrs.get("value")
-    if node.op == "Const" and isinstance(value, TensorValue) and value.dtype in ("float32", "float16", "bfloat16", "float64"):
+    if (
+        node.op == "Const"
+        and isinstance(value, TensorValue)
+        and value.dtype in ("float32", "float16", "bfloat16", "float64")
+    ):
         arr = np.asarray(value.array)
         if arr.size >= _LIGHT_CONST_ELEMENTS:
             nd = node_def_pb2.NodeDef(name=node.name, op="Placeholder", device=node.device)

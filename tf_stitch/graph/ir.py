@@ -20,7 +20,7 @@ class TensorRef(NamedTuple):
     """Output `index` of node `node`; `str()` gives TensorFlow's `name:index` spelling."""
 
     node: str
-    index: int = 0
+    index: int = 0  # type: ignore[assignment]  # (shadows tuple.index, deliberately)
 
     def __str__(self) -> str:
         return f"{self.node}:{self.index}"
@@ -258,4 +258,3 @@ class Graph:
 
     def fetched(self) -> set[TensorRef]:
         return set(self.outputs)
-

@@ -48,16 +48,31 @@ class NodeBuilder:
         )
         return self.graph.add(node).output(0)
 
-    def binary(self, op: str, a: TensorRef, b: TensorRef, shape: Shape, dtype: str = "float32",
-               name: str | None = None) -> TensorRef:
+    def binary(
+        self,
+        op: str,
+        a: TensorRef,
+        b: TensorRef,
+        shape: Shape,
+        dtype: str = "float32",
+        name: str | None = None,
+    ) -> TensorRef:
         return self.op(op, [a, b], TensorInfo(dtype, shape), {"T": DType(dtype)}, name=name)
 
-    def unary(self, op: str, a: TensorRef, shape: Shape, dtype: str = "float32",
-              name: str | None = None) -> TensorRef:
+    def unary(
+        self, op: str, a: TensorRef, shape: Shape, dtype: str = "float32", name: str | None = None
+    ) -> TensorRef:
         return self.op(op, [a], TensorInfo(dtype, shape), {"T": DType(dtype)}, name=name)
 
-    def reduce(self, op: str, a: TensorRef, axes: list[int], shape: Shape, keep_dims: bool = True,
-               dtype: str = "float32") -> TensorRef:
+    def reduce(
+        self,
+        op: str,
+        a: TensorRef,
+        axes: list[int],
+        shape: Shape,
+        keep_dims: bool = True,
+        dtype: str = "float32",
+    ) -> TensorRef:
         axis = self.const(np.asarray(axes, dtype=np.int32), "int32", base=f"{op.lower()}_axes")
         attrs = {"T": DType(dtype), "Tidx": DType("int32"), "keep_dims": keep_dims}
         return self.op(op, [a, axis], TensorInfo(dtype, shape), attrs)

@@ -30,7 +30,7 @@ def fold_constant_views(graph: Graph, ctx: PassContext) -> Graph:
     fed = {r.node for r in out.inputs}
     for m in [m for pattern in _VIEWS_OF_CONSTANTS for m in find_all(out, pattern)]:
         node = m.root
-        if node.control_inputs or node.name in fed:
+        if node.control_inputs or node.name in fed or any(r.node in fed for r in node.inputs):
             continue
         src = constant_value(out, node.inputs[0])
         info = node.outputs[0]
@@ -47,4 +47,3 @@ def fold_constant_views(graph: Graph, ctx: PassContext) -> Graph:
             device=node.device,
         )
     return out
-

@@ -59,7 +59,9 @@ def _rewrite(graph: Graph, node: Node) -> None:
         )
 
     def build(name: str) -> None:
-        inv = b.unary("Rsqrt", b.binary("AddV2", variance, b.const(eps, "float32", "epsilon"), vec), vec)
+        inv = b.unary(
+            "Rsqrt", b.binary("AddV2", variance, b.const(eps, "float32", "epsilon"), vec), vec
+        )
         s = b.binary("Mul", inv, scale, vec)
         t = b.binary("Sub", offset, b.binary("Mul", mean, s, vec), vec)
         b.binary("AddV2", b.binary("Mul", x, channel(s), shape), channel(t), shape, name=name)

@@ -25,10 +25,12 @@ with tf.Graph().as_default() as g:
     feeds = {{}}
     for name in INPUTS:
         t = g.get_tensor_by_name(name)
-        shape = [d if d is not None else 2 for d in t.shape.as_list()]
+        dims = t.shape.as_list() if t.shape.rank is not None else [2]  # any rank is accepted
+        shape = [d if d is not None else 2 for d in dims]
         feeds[t] = np.random.default_rng(0).standard_normal(shape).astype(t.dtype.as_numpy_dtype)
     with tf.compat.v1.Session(graph=g) as sess:
-        for name, value in zip(OUTPUTS, sess.run([g.get_tensor_by_name(n) for n in OUTPUTS], feeds)):
+        values = sess.run([g.get_tensor_by_name(n) for n in OUTPUTS], feeds)
+        for name, value in zip(OUTPUTS, values):
             print(name, value.shape, value.dtype, float(np.abs(value).mean()))
 '''
 

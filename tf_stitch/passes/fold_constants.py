@@ -18,10 +18,23 @@ from tf_stitch.passes.base import PassContext, graph_pass
 MAX_FOLDED_ELEMENTS = 1 << 16
 _FOLDABLE_KINDS = (OpKind.ELEMENTWISE, OpKind.REDUCE, OpKind.RESHAPE, OpKind.BROADCAST)
 # Array ops that build shapes and permutations (tf.tensordot, Keras) and are safe to fold.
-_FOLDABLE_ARRAY_OPS = frozenset({
-    "ConcatV2", "Pack", "GatherV2", "Cast", "Fill", "Range", "StridedSlice", "Slice",
-    "Transpose", "Tile", "Unpack", "ZerosLike", "OnesLike",
-})
+_FOLDABLE_ARRAY_OPS = frozenset(
+    {
+        "ConcatV2",
+        "Pack",
+        "GatherV2",
+        "Cast",
+        "Fill",
+        "Range",
+        "StridedSlice",
+        "Slice",
+        "Transpose",
+        "Tile",
+        "Unpack",
+        "ZerosLike",
+        "OnesLike",
+    }
+)
 # Ops whose value is the (static) shape of their input, whatever the input's value.
 _SHAPE_OPS = frozenset({"Shape", "Size", "Rank"})
 
@@ -34,8 +47,8 @@ def fold_constants(graph: Graph, ctx: PassContext) -> Graph:
     folds: list[Node] = []
     keep = {r.node for r in graph.inputs}
     for node in graph.topological_order():
-        if node.op == "Const" and not node.control_inputs:
-            constant.add(node.name)
+        if node.op == "Const" and not node.control_inputs and node.name not in keep:
+            constant.add(node.name)  # (a fed Const's value is whatever is fed)
         elif _static_shape_op(graph, node, keep):
             # The value is the input's static shape: no need to compute the input.
             out.nodes[node.name] = _const_node(node, _shape_value(graph, node))

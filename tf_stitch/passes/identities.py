@@ -36,7 +36,7 @@ def forward_identities(graph: Graph, ctx: PassContext) -> Graph:
 def _is_identity(graph: Graph, node: Node) -> bool:
     if node.op in IDENTITY_OPS:
         return len(node.inputs) == 1
-    if node.op == "Transpose":
+    if node.op == "Transpose" and node.inputs[1] not in graph.fed():
         perm = constant_value(graph, node.inputs[1])
         return perm is not None and perm.ndim == 1 and bool(np.all(perm == np.arange(perm.size)))
     return False

@@ -79,7 +79,9 @@ def _compile_all(built: list[_Built], compile_now: bool) -> None:
 
 def _replace(graph: Graph, b: _Built, renamed: dict[TensorRef, TensorRef]) -> None:
     group, kernel = b.group, b.kernel
-    outputs = [TensorInfo(p.dtype, graph.info(TensorRef.parse(p.tensor)).shape) for p in kernel.outputs]
+    outputs = [
+        TensorInfo(p.dtype, graph.info(TensorRef.parse(p.tensor)).shape) for p in kernel.outputs
+    ]
     node = Node(
         b.node_name,
         OP_NAME,
@@ -97,8 +99,14 @@ def _replace(graph: Graph, b: _Built, renamed: dict[TensorRef, TensorRef]) -> No
     for i, ref in enumerate(group.outputs):
         if ref in fetched:
             # Keep the fetched name: an Identity named like the replaced node reads the kernel.
-            identity = Node(ref.node, "Identity", [node.output(i)], {"T": DType(outputs[i].dtype)},
-                            [outputs[i]], device=node.device)
+            identity = Node(
+                ref.node,
+                "Identity",
+                [node.output(i)],
+                {"T": DType(outputs[i].dtype)},
+                [outputs[i]],
+                device=node.device,
+            )
             graph.add(identity)
             graph.outputs = [ref if r == node.output(i) else r for r in graph.outputs]
 

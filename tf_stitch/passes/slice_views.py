@@ -48,8 +48,9 @@ def _is_view(graph: Graph, node: Node) -> bool:
         return False
     if np.any(strides != 1):
         return False
-    new_axis, shrink, ellipsis = (_bits(node, k) for k in
-                                  ("new_axis_mask", "shrink_axis_mask", "ellipsis_mask"))
+    new_axis, shrink, ellipsis = (
+        _bits(node, k) for k in ("new_axis_mask", "shrink_axis_mask", "ellipsis_mask")
+    )
     begin_mask, end_mask = _bits(node, "begin_mask"), _bits(node, "end_mask")
     specs = len(begin)
     consumed = sum(1 for i in range(specs) if not (new_axis >> i) & 1 and not (ellipsis >> i) & 1)

@@ -36,8 +36,11 @@ def static_reshape(graph: Graph, ctx: PassContext) -> Graph:
 def _one_round(graph: Graph) -> tuple[Graph, bool]:
     out = graph.copy()
     changed = False
+    fed = out.fed()
     for node in list(out):
         if node.op != "Reshape" or constant_value(out, node.inputs[1]) is not None:
+            continue
+        if node.inputs[1] in fed:  # the target is whatever is fed, not what inference saw
             continue
         shape = _target(out, node)
         if shape is None or sum(d is None for d in shape) > 1 or 0 in shape:
