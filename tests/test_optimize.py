@@ -198,3 +198,15 @@ def test_a_fed_intermediate_tensor_is_respected() -> None:
         np.testing.assert_allclose(
             got, tf.nn.softmax(feed + 1.0).numpy() * 2.0, rtol=1e-5, atol=1e-6
         )
+
+
+def test_unknown_sizes_that_turn_out_to_broadcast_fail_loudly() -> None:
+    """Two inputs with an unknown batch are assumed equal; if one is 1 at run time (a broadcast
+    TensorFlow would do), the kernel refuses with a clear error instead of computing garbage."""
+    sig = [tf.TensorSpec([None, 8]), tf.TensorSpec([None, 8])]
+    f = tf.function(lambda a, b: tf.exp(a + b) * 2.0, input_signature=sig)
+    fn = tf_stitch.optimize(f)
+    a, b = tf.ones([4, 8]), tf.ones([4, 8])
+    assert_close(f(a, b), fn(a, b))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="stitched"):
+        fn(a, tf.ones([1, 8]))

@@ -54,6 +54,9 @@ KERNEL_FLAGS: tuple[str, ...] = (
     "-fno-math-errno",
     "-fno-trapping-math",
     "-fopenmp-simd",
+    # 512-bit vectors where the CPU has them (measured ~11% faster on the compute-bound
+    # layer norm + GELU kernel on a Sapphire Rapids core; no effect without AVX-512).
+    "-mprefer-vector-width=512",
     "-march=native",
 )
 COMPILE_TIMEOUT_S = 120.0
