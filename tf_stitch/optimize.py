@@ -37,7 +37,7 @@ class OptimizedFunction(GraphFunction):
         flat = function_from_graph_def(
             graph_def, [str(r) for r in graph.inputs], [str(r) for r in graph.outputs], specs
         )
-        super().__init__(flat, structured_inputs, structured_outputs, _param_names(original))
+        super().__init__(flat, structured_inputs, structured_outputs, _param_names(original), specs)
         self.graph_def = graph_def
         self.graph = graph
         self.context = context

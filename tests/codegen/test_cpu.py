@@ -81,8 +81,24 @@ def test_finite_literals_round_trip_every_float32_bit(bits: int) -> None:
     assert back == v and math.copysign(1.0, back) == math.copysign(1.0, v)
 
 
-LITERAL_VALUES = [0.0, -0.0, 1.0, -1.0, 0.1, -2.5, 1 / 3, 1e-45, -1e-45, 1.17549435e-38,
-                  3.4028235e38, -3.4028235e38, 1e-5, float("inf"), float("-inf"), float("nan")]
+LITERAL_VALUES = [
+    0.0,
+    -0.0,
+    1.0,
+    -1.0,
+    0.1,
+    -2.5,
+    1 / 3,
+    1e-45,
+    -1e-45,
+    1.17549435e-38,
+    3.4028235e38,
+    -3.4028235e38,
+    1e-5,
+    float("inf"),
+    float("-inf"),
+    float("nan"),
+]
 
 
 @needs_cxx
@@ -91,14 +107,23 @@ def test_literals_compile_to_the_exact_float32_bits(tmp_path: Path) -> None:
     lines = []
     for v in values:
         lit = literal(v, "float32")
-        lines.append(f'  show({lit}, {cpu._EXPR["Neg"].format(lit)});')
-    source = "\n".join([
-        "#include <cmath>", "#include <cstdint>", "#include <cstdio>", "#include <cstring>",
-        "static void show(float a, float b) {",
-        "  uint32_t x, y; std::memcpy(&x, &a, 4); std::memcpy(&y, &b, 4);",
-        '  std::printf("%08x %08x\\n", (unsigned)x, (unsigned)y);', "}",
-        "int main() {", *lines, "  return 0;", "}",
-    ])
+        lines.append(f"  show({lit}, {cpu._EXPR['Neg'].format(lit)});")
+    source = "\n".join(
+        [
+            "#include <cmath>",
+            "#include <cstdint>",
+            "#include <cstdio>",
+            "#include <cstring>",
+            "static void show(float a, float b) {",
+            "  uint32_t x, y; std::memcpy(&x, &a, 4); std::memcpy(&y, &b, 4);",
+            '  std::printf("%08x %08x\\n", (unsigned)x, (unsigned)y);',
+            "}",
+            "int main() {",
+            *lines,
+            "  return 0;",
+            "}",
+        ]
+    )
     exe = compile_cxx(source, tmp_path, name="literals.cc")
     out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()
     for i, v in enumerate(values):
@@ -156,9 +181,18 @@ def test_generated_source_compiles(name: str, tmp_path: Path) -> None:
 
 def every_op_kernel() -> Kernel:
     """One loop applying every elementwise op of the table to loaded values."""
+
     def param(index: int, name: str, dtype: str) -> Param:
-        return Param(index, name, f"t{name}:0", dtype, (4, 8), (0, 1),
-                     Access((8, 1), "contiguous", "contiguous", 8), False)
+        return Param(
+            index,
+            name,
+            f"t{name}:0",
+            dtype,
+            (4, 8),
+            (0, 1),
+            Access((8, 1), "contiguous", "contiguous", 8),
+            False,
+        )
 
     f, b = Var("f"), Var("b")
     stmts: list[Any] = [Let("f", "float32", Load("in0")), Let("b", "bool", Load("in1"))]
@@ -175,15 +209,36 @@ def every_op_kernel() -> Kernel:
             attrs = (("alpha", 0.2),)
         elif op == "Cast":
             attrs = (("src", "float32"), ("dst", "bool"))
-        out = "bool" if op in ("Less", "LessEqual", "Greater", "GreaterEqual", "Equal",
-                               "NotEqual", "LogicalAnd", "LogicalOr", "LogicalNot", "Cast") \
+        out = (
+            "bool"
+            if op
+            in (
+                "Less",
+                "LessEqual",
+                "Greater",
+                "GreaterEqual",
+                "Equal",
+                "NotEqual",
+                "LogicalAnd",
+                "LogicalOr",
+                "LogicalNot",
+                "Cast",
+            )
             else "float32"
+        )
         stmts.append(Let(f"v_{op}", out, Call(op, args, attrs)))
     stmts.append(Let("p2", "float32", Call("Pow", (f, Lit(2.0, "float32")))))
     stmts.append(Let("neg0", "float32", Call("Neg", (Lit(-0.0, "float32"),))))
     stmts.append(Store("out0", "v_Tanh"))
-    return Kernel("every_op", (4, 8), 1, [param(0, "in0", "float32"), param(1, "in1", "bool")],
-                  [param(0, "out0", "float32")], row_stmts=[[], []], loops=[stmts])
+    return Kernel(
+        "every_op",
+        (4, 8),
+        1,
+        [param(0, "in0", "float32"), param(1, "in1", "bool")],
+        [param(0, "out0", "float32")],
+        row_stmts=[[], []],
+        loops=[stmts],
+    )
 
 
 @needs_cxx
@@ -192,8 +247,14 @@ def test_every_elementwise_op_compiles(tmp_path: Path) -> None:
 
 
 # -- kernels that run -----------------------------------------------------------------------------
-def run_kernel(source: str, tmp_path: Path, inputs: list[np.ndarray],
-               outputs: list[np.ndarray], sym: list[int], rows: int) -> None:
+def run_kernel(
+    source: str,
+    tmp_path: Path,
+    inputs: list[np.ndarray],
+    outputs: list[np.ndarray],
+    sym: list[int],
+    rows: int,
+) -> None:
     lib = ctypes.CDLL(str(compile_cxx(source, tmp_path, "-shared", "-fPIC", name="run.cc")))
     assert lib.ts_abi_version() == cpu.ABI_VERSION
     ins = (ctypes.c_void_p * len(inputs))(*[a.ctypes.data for a in inputs])

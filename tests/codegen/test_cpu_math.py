@@ -440,6 +440,52 @@ def test_softplus_threshold(native_build: Build, tmp_path: Path) -> None:
     assert ulp_error(y[3:4], middle[3:4])[0] > 2.0, "exp and log1p branches must differ"
 
 
+def header_constant(name: str) -> float:
+    """Value of ``constexpr float NAME`` in the header."""
+    literal = float_constants((HEADER_DIR / "cpu_math.h").read_text())[name]
+    return float.fromhex(literal.rstrip("f"))
+
+
+def ulp_window(center: float, count: int) -> np.ndarray:
+    """The ``count`` float32 values on each side of ``center`` (and ``center`` itself)."""
+    bits = np.array(center, dtype=np.float32).view(np.int32)
+    return (bits + np.arange(-count, count + 1, dtype=np.int32)).view(np.float32)
+
+
+@pytest.mark.parametrize("kind", ["native", "portable"])
+def test_erf_erfc_switch_points(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """Dense checks where erf/erfc change formula or clamp: accuracy and exact limits."""
+    build = request.getfixturevalue(f"{kind}_build")
+    small, sat, hi = (header_constant(n) for n in ("kErfSmall", "kErfSat", "kErfcHi"))
+    centers = [small, sat, 3.9192, 0.5, 1.0, 2.0, hi]
+    x = np.concatenate([ulp_window(c, 2000) for c in centers])
+    x = np.concatenate([x, -x]).astype(np.float32)
+    out = run_driver(build, x, tmp_path)
+    for name in ("erf", "erfc"):
+        y, ref = out[name], reference(name, x)
+        masks = classify(ref)
+        check_common(y, ref, masks)
+        err = ulp_error(y[masks.normal], ref[masks.normal])
+        assert err.max() <= MAX_ULP, f"ts_{name}: {worst(x[masks.normal], err)} ulp"
+    erf = out["erf"]
+    assert (erf[np.abs(x) > sat] == np.sign(x[np.abs(x) > sat])).all(), "erf must saturate"
+    erfc = out["erfc"]
+    assert (erfc[x > hi] == 0.0).all() and (erfc[x < -hi] == 2.0).all()
+    assert (erfc[(x > 0) & (x <= hi)] >= FLT_MIN).all(), "erfc is normal up to kErfcHi"
+
+
+def test_nan_payloads(native_build: Build, tmp_path: Path) -> None:
+    """Every NaN (any sign or payload, quiet or signalling) gives NaN, e.g. through
+    ts_erfc's integer clamp of |x|."""
+    quiet = [0x7FC00000, 0x7FC00001, 0x7FC0FFFF, 0x7FFF0000, 0x7FFFFFFF]
+    signalling = [0x7F800001, 0x7FA00000]
+    bits = np.array(quiet + signalling, dtype=np.uint32)
+    x = np.concatenate([bits, bits | np.uint32(0x80000000)]).view(np.float32)
+    out = run_driver(native_build, x, tmp_path)
+    for name in FUNCS:
+        assert np.isnan(out[name]).all(), f"ts_{name} loses a NaN: {out[name]}"
+
+
 def tf_outputs(tf: ModuleType, x: np.ndarray) -> dict[str, np.ndarray]:
     """TensorFlow CPU results of every function on ``x``."""
     ops = {name: getattr(tf.math, name) for name in FUNCS}

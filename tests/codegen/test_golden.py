@@ -60,7 +60,7 @@ def kernel_text(name: str) -> str:
     (group,) = plan_groups(graph).groups
     source = emit_cpu(lower(graph, group, name))
     start = source.index('extern "C"')
-    assert source.rfind("\n", 0, start) == start - 1, "extern \"C\" should start a line"
+    assert source.rfind("\n", 0, start) == start - 1, 'extern "C" should start a line'
     return source[start:]
 
 

@@ -47,8 +47,9 @@ def lets_of(stmts: list[Any], kind: type) -> list[Let]:
 
 def all_args(k: Kernel) -> list[Any]:
     stmts = [s for block in k.row_stmts + k.loops for s in block]
-    return [a for s in stmts if isinstance(s, Let) and isinstance(s.expr, Call)
-            for a in s.expr.args]
+    return [
+        a for s in stmts if isinstance(s, Let) and isinstance(s.expr, Call) for a in s.expr.args
+    ]
 
 
 def layer_norm(x: tf.Tensor) -> tf.Tensor:
@@ -185,8 +186,9 @@ def test_multiply_folds_what_it_can() -> None:
 
 def test_ops_with_attributes_carry_them() -> None:
     k = kernel_of(lambda x: tf.cast(tf.nn.leaky_relu(x, 0.25) > 0.0, tf.float32), S([4, 8]))
-    by_op = {a.op: a for a in [s.expr for s in k.loops[0] if isinstance(s, Let)]
-             if isinstance(a, Call)}
+    by_op = {
+        a.op: a for a in [s.expr for s in k.loops[0] if isinstance(s, Let)] if isinstance(a, Call)
+    }
     assert by_op["LeakyRelu"].attr("alpha") == 0.25
     assert (by_op["Cast"].attr("src"), by_op["Cast"].attr("dst")) == ("bool", "float32")
 

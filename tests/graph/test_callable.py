@@ -54,9 +54,11 @@ def test_flat_function_rejects_wrong_shapes() -> None:
     def build() -> None:
         tf.negative(tf.compat.v1.placeholder(tf.float32, [3], name="x"), name="n")
 
-    f = function_from_graph_def(v1_graph_def(build), ["x"], ["n"], [spec(3)])
-    with pytest.raises((TypeError, ValueError)):
-        f(tf.zeros([4]))
+    f = function_from_graph_def(v1_graph_def(build), ["x:0"], ["n:0"], [spec(3)])
+    gf = GraphFunction(f, None, None, input_specs=[spec(3)])
+    assert_close([-tf.ones([3])], gf(tf.ones([3])))
+    with pytest.raises(ValueError, match="input 0 has shape"):
+        gf(tf.zeros([4]))
 
 
 def test_structured_call_matches_the_original() -> None:

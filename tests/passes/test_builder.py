@@ -44,16 +44,20 @@ def test_ops_build_a_graph_tensorflow_runs() -> None:
     g.outputs = [out, s]
     xv = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
     got = run_ir(g, {"x:0": xv})
-    assert_close([np.exp(xv) / xv.sum(1, keepdims=True), xv.sum(1, keepdims=True)], got,
-                 rtol=1e-6)
+    assert_close([np.exp(xv) / xv.sum(1, keepdims=True), xv.sum(1, keepdims=True)], got, rtol=1e-6)
 
 
 def test_op_with_explicit_attrs_and_base_name() -> None:
     g = placeholder_graph()
     b = NodeBuilder(g, "v")
     shape = b.const([3, 2], "int32", base="shape")
-    ref = b.op("Reshape", [g.node("x").output(0), shape], TensorInfo("float32", (3, 2)),
-               {"T": DType("float32"), "Tshape": DType("int32")}, base="view")
+    ref = b.op(
+        "Reshape",
+        [g.node("x").output(0), shape],
+        TensorInfo("float32", (3, 2)),
+        {"T": DType("float32"), "Tshape": DType("int32")},
+        base="view",
+    )
     assert ref.node == "v/view" and g.node(ref.node).inputs[1].node == "v/shape"
     g.outputs = [ref]
     got = run_ir(g, {"x:0": np.arange(6, dtype=np.float32).reshape(2, 3)})

@@ -15,12 +15,20 @@ def stats(channels: int, seed: int) -> tf.Tensor:
     return tf.constant(np.random.default_rng(seed).random(channels).astype(np.float32) + 0.5)
 
 
-def batch_norm(x: tf.Tensor, fmt: str, name: str = "bn", training: bool = False,
-               channels: int = 3) -> tuple[tf.Tensor, ...]:
+def batch_norm(
+    x: tf.Tensor, fmt: str, name: str = "bn", training: bool = False, channels: int = 3
+) -> tuple[tf.Tensor, ...]:
     mean, var = (None, None) if training else (stats(channels, 3), stats(channels, 4))
     return tf.compat.v1.nn.fused_batch_norm(
-        x, stats(channels, 1), stats(channels, 2), mean, var, epsilon=0.1,
-        is_training=training, data_format=fmt, name=name,
+        x,
+        stats(channels, 1),
+        stats(channels, 2),
+        mean,
+        var,
+        epsilon=0.1,
+        is_training=training,
+        data_format=fmt,
+        name=name,
     )
 
 
@@ -86,8 +94,16 @@ def rewritten() -> Graph:
 
 @pytest.mark.parametrize(
     "name",
-    ["training_NHWC", "training_NCHW", "stats_used", "half", "ordered", "gate", "fed",
-     "unknown_rank"],
+    [
+        "training_NHWC",
+        "training_NCHW",
+        "stats_used",
+        "half",
+        "ordered",
+        "gate",
+        "fed",
+        "unknown_rank",
+    ],
 )
 def test_does_not_decompose_training_used_statistics_or_unsupported_cases(
     rewritten: Graph, name: str

@@ -73,6 +73,7 @@ def rewritten() -> Graph:
 
 
 @pytest.mark.parametrize("name", ["int", "f64", "ordered", "gate", "fed"])
-def test_does_not_decompose_other_dtypes_control_edges_or_feeds(rewritten: Graph,
-                                                                name: str) -> None:
+def test_does_not_decompose_other_dtypes_control_edges_or_feeds(
+    rewritten: Graph, name: str
+) -> None:
     assert rewritten.node(name).op == "BiasAdd"

@@ -26,8 +26,9 @@ def graph() -> Graph:
 
 
 def kernel(name: str) -> KernelInfo:
-    return KernelInfo(name, name, ["out"], "loop", "none", ["x:0"], ["out:0"],
-                      f"// source of {name}\n", "key")
+    return KernelInfo(
+        name, name, ["out"], "loop", "none", ["x:0"], ["out:0"], f"// source of {name}\n", "key"
+    )
 
 
 def test_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -52,8 +53,9 @@ def test_graph_after_a_pass_is_readable_text(tmp_path: Path) -> None:
 def test_finish_writes_plan_kernels_graph_and_repro(tmp_path: Path) -> None:
     g = graph()
     ctx = PassContext()
-    ctx.records.extend([Record("merge a -> b", allow("same loop")),
-                        Record("node c", forbid("stateful"))])
+    ctx.records.extend(
+        [Record("merge a -> b", allow("same loop")), Record("node c", forbid("stateful"))]
+    )
     ctx.kernels.extend([kernel("stitched_0"), kernel("stitched_1")])
     Dumper(tmp_path).finish(g, ctx)
     plan = (tmp_path / "plan.txt").read_text().splitlines()
@@ -63,8 +65,13 @@ def test_finish_writes_plan_kernels_graph_and_repro(tmp_path: Path) -> None:
     assert optimized == graph_to_graph_def(g)
     repro = (tmp_path / "repro.py").read_text()
     tree = ast.parse(repro)  # valid Python
-    constants = {t.id: ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
-                 for t in n.targets if isinstance(t, ast.Name) and t.id.isupper()}
+    constants = {
+        t.id: ast.literal_eval(n.value)
+        for n in tree.body
+        if isinstance(n, ast.Assign)
+        for t in n.targets
+        if isinstance(t, ast.Name) and t.id.isupper()
+    }
     assert constants["INPUTS"] == ["x:0"] and constants["OUTPUTS"] == ["out:0"]
     assert "optimized.pb" in repro and "op_library.load()" in repro
 

@@ -80,8 +80,18 @@ def test_does_not_fold_large_stateful_ordered_fed_or_opaque_ops() -> None:
     g = v1_graph(negatives, inputs=["x", "fed", "fed_too"])
     out = run_pass(fold_constants, g)
     assert out.node("just_small_enough").op == "Const"
-    for name in ("large", "noise", "reads_noise", "reads_input", "ordered", "fed", "fed_too",
-                 "reads_fed", "matmul", "multi_output"):
+    for name in (
+        "large",
+        "noise",
+        "reads_noise",
+        "reads_input",
+        "ordered",
+        "fed",
+        "fed_too",
+        "reads_fed",
+        "matmul",
+        "multi_output",
+    ):
         assert out.node(name).op == g.node(name).op, name
 
 

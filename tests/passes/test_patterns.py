@@ -23,8 +23,13 @@ def graph() -> Graph:
 
 @pytest.mark.parametrize(
     ("ops", "op", "accepted"),
-    [("Add|AddV2", "AddV2", True), ("Add|AddV2", "Add", True), ("Add|AddV2", "AddN", False),
-     ("*", "Anything", True), ("Add", "AddV2", False)],
+    [
+        ("Add|AddV2", "AddV2", True),
+        ("Add|AddV2", "Add", True),
+        ("Add|AddV2", "AddN", False),
+        ("*", "Anything", True),
+        ("Add", "AddV2", False),
+    ],
 )
 def test_accepts(ops: str, op: str, accepted: bool) -> None:
     assert OpPattern(ops).accepts(op) is accepted
@@ -32,8 +37,13 @@ def test_accepts(ops: str, op: str, accepted: bool) -> None:
 
 def test_match_binds_named_nodes() -> None:
     g = graph()
-    pattern = OpPattern("Relu", inputs=(OpPattern("Add|AddV2", inputs=(ANY, OpPattern(
-        "Const", name="const")), name="sum"),), name="act")
+    pattern = OpPattern(
+        "Relu",
+        inputs=(
+            OpPattern("Add|AddV2", inputs=(ANY, OpPattern("Const", name="const")), name="sum"),
+        ),
+        name="act",
+    )
     m = match(g, g.node("relu"), pattern)
     assert m is not None and m.root.name == "relu"
     assert {k: v.name for k, v in m.bound.items()} == {"act": "relu", "sum": "add", "const": "c"}
@@ -54,8 +64,9 @@ def test_any_input_is_not_looked_at() -> None:
         ("dangling", OpPattern("Relu", inputs=(OpPattern("*"),))),  # producer missing
     ],
 )
-def test_does_not_match_wrong_ops_arity_producers_or_missing_nodes(node: str,
-                                                                   pattern: OpPattern) -> None:
+def test_does_not_match_wrong_ops_arity_producers_or_missing_nodes(
+    node: str, pattern: OpPattern
+) -> None:
     g = graph()
     assert match(g, g.node(node), pattern) is None
 

@@ -50,8 +50,9 @@ def graph() -> Graph:
     return graph_of(model, spec(None, 4))
 
 
-def run(graph: Graph, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-        level: str) -> tuple[Graph, PassContext, list[str]]:
+def run(
+    graph: Graph, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], level: str
+) -> tuple[Graph, PassContext, list[str]]:
     monkeypatch.setenv("TF_STITCH_DEBUG", level)
     capsys.readouterr()
     before = fingerprint(graph)
@@ -66,8 +67,9 @@ def count_lines(lines: list[str]) -> list[re.Match[str]]:
     return [m for line in lines if (m := COUNT_LINE.match(line))]
 
 
-def test_level_0_prints_nothing(graph: Graph, monkeypatch: pytest.MonkeyPatch,
-                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_level_0_prints_nothing(
+    graph: Graph, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     _, _, err = run(graph, monkeypatch, capsys, "0")
     assert not any("[tf_stitch]" in line for line in err)
 
@@ -133,8 +135,9 @@ def test_dump_dir_gets_every_pass_the_plan_the_kernels_and_a_runnable_repro(
     for i, p in enumerate(PIPELINE):
         text = (dump / f"{i:02d}_{p.name}.pbtxt").read_text()
         text_format.Parse(text, tf.compat.v1.GraphDef())
-    final = text_format.Parse((dump / f"{len(PIPELINE) - 1:02d}_cleanup.pbtxt").read_text(),
-                              tf.compat.v1.GraphDef())
+    final = text_format.Parse(
+        (dump / f"{len(PIPELINE) - 1:02d}_cleanup.pbtxt").read_text(), tf.compat.v1.GraphDef()
+    )
     assert final == graph_to_graph_def(out)
     assert (dump / "plan.txt").read_text().splitlines() == [str(r) for r in ctx.records]
     assert ctx.kernels and any(n.op == "StitchedKernel" for n in out)
@@ -144,9 +147,15 @@ def test_dump_dir_gets_every_pass_the_plan_the_kernels_and_a_runnable_repro(
     # compare the optimized graph with the original on random inputs.
     (tmp_path / "original.pb").write_bytes(graph_to_graph_def(graph).SerializeToString())
     compare = tmp_path / "compare.py"
-    compare.write_text(COMPARE.format(repro=str(dump / "repro.py"), original=str(tmp_path /
-                       "original.pb"), optimized=str(dump / "optimized.pb"),
-                       feed=str(graph.inputs[0]), fetch=str(graph.outputs[0])))
+    compare.write_text(
+        COMPARE.format(
+            repro=str(dump / "repro.py"),
+            original=str(tmp_path / "original.pb"),
+            optimized=str(dump / "optimized.pb"),
+            feed=str(graph.inputs[0]),
+            fetch=str(graph.outputs[0]),
+        )
+    )
     result = run_repro(compare, tmp_path)
     assert re.search(r"^Identity:0 \(2, 4\) float32 \d", result, re.M), result
     assert result.splitlines()[-1] == "same values"
@@ -177,14 +186,16 @@ print("same values")
 
 def run_repro(script: Path, cwd: Path) -> str:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    result = subprocess.run([sys.executable, str(script)], cwd=cwd, env=env,
-                            capture_output=True, text=True, timeout=240)
+    result = subprocess.run(
+        [sys.executable, str(script)], cwd=cwd, env=env, capture_output=True, text=True, timeout=240
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
 
 
-def test_repro_runs_with_unknown_rank_and_integer_inputs(monkeypatch: pytest.MonkeyPatch,
-                                                         tmp_path: Path) -> None:
+def test_repro_runs_with_unknown_rank_and_integer_inputs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     def build() -> None:
         x = tf.compat.v1.placeholder(tf.float32, None, name="x")
         n = tf.compat.v1.placeholder(tf.int32, [None, 2], name="n")

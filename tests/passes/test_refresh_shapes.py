@@ -22,9 +22,14 @@ def test_sharpens_shapes_after_a_constant_target_is_put_in() -> None:
     assert g.info(ref("out")) == TensorInfo("float32", (None, None))
     edited = g.copy()
     target = np.int32([-1, 3])
-    edited.add(Node("target", "Const", attrs={"value": TensorValue(target, "int32"),
-                                               "dtype": DType("int32")},
-                    outputs=[TensorInfo("int32", (2,))]))
+    edited.add(
+        Node(
+            "target",
+            "Const",
+            attrs={"value": TensorValue(target, "int32"), "dtype": DType("int32")},
+            outputs=[TensorInfo("int32", (2,))],
+        )
+    )
     edited.node("r").inputs[1] = TensorRef("target")
     out = run_pass(refresh_shapes, edited)
     assert out.info(ref("r")) == TensorInfo("float32", (None, 3))

@@ -3,8 +3,9 @@
 // Branch-free float32 elementwise math for generated CPU kernels.
 //
 // Every public function is `static inline float ts_xxx(float)` whose body uses only
-// arithmetic, comparisons feeding ternary selects, bit casts through std::memcpy and
-// fabsf, so that GCC/Clang vectorize loops such as
+// arithmetic (std::fma only where the target has FMA), comparisons feeding ternary
+// selects, integer operations on bit patterns cast through std::memcpy, fabsf and
+// copysignf, so that GCC/Clang vectorize loops such as
 //     for (i = 0; i < n; ++i) out[i] = ts_exp(in[i]);
 // under `-O3 -fno-math-errno -fno-trapping-math` (no -ffast-math needed; NaN, Inf and
 // signed-zero semantics are exact).  The error bounds hold with and without FMA
@@ -19,7 +20,8 @@
 // are handled exactly (e.g. log(1e-40)).
 //
 // Special values follow TensorFlow's CPU kernels (tf.math.exp, ..., tf.math.softplus).
-// Polynomial coefficients come from tools/fit_math_coeffs.py (Lawson minimax fits).
+// Polynomial and rational coefficients come from tools/fit_math_coeffs.py (Lawson minimax
+// fits).
 
 #ifndef TF_STITCH_CODEGEN_CPU_MATH_H_
 #define TF_STITCH_CODEGEN_CPU_MATH_H_
@@ -84,25 +86,43 @@ constexpr float kTanhP3 = 0x1.62f1ccp-6f;
 constexpr float kTanhP4 = -0x1.0ed7bep-7f;
 constexpr float kTanhP5 = 0x1.529de4p-9f;
 constexpr float kTanhP6 = -0x1.dddad6p-12f;
-// erf(x) = x + x*P(x^2), |x| <= 1; max rel. error 1.4e-9.
-constexpr float kErfP0 = 0x1.06eba8p-3f;
-constexpr float kErfP1 = -0x1.81273ep-2f;
-constexpr float kErfP2 = 0x1.ce2ce6p-4f;
-constexpr float kErfP3 = -0x1.b7f71ap-6f;
-constexpr float kErfP4 = 0x1.53f224p-8f;
-constexpr float kErfP5 = -0x1.a3515ep-11f;
-constexpr float kErfP6 = 0x1.4771fcp-14f;
-// (x+K)*exp(x^2)*erfc(x) = P((x-K)/(x+K)), K = 2, x in [0.5, 10.1]; max rel. error 1.7e-8.
-constexpr float kErfcK = 2.0f;
-constexpr float kErfcP0 = 0x1.058672p+0f;
-constexpr float kErfcP1 = -0x1.5fd386p-1f;
-constexpr float kErfcP2 = 0x1.1e2d84p-2f;
-constexpr float kErfcP3 = -0x1.2a8876p-5f;
-constexpr float kErfcP4 = -0x1.600d4p-6f;
-constexpr float kErfcP5 = 0x1.a8335cp-8f;
-constexpr float kErfcP6 = 0x1.860d02p-9f;
-constexpr float kErfcP7 = -0x1.a63ce4p-11f;
-constexpr float kErfcP8 = -0x1.ce96d2p-12f;
+// erf(x) = x + x*S(x^2), |x| < kErfSmall; max rel. error 8.6e-10.
+constexpr float kErfSmall = 0x1p-7f;
+constexpr float kErfS0 = 0x1.06eba8p-3f;
+constexpr float kErfS1 = -0x1.811d2ep-2f;
+// erf(x) = x*(1/4 + N(x^2)/D(x^2)), |x| <= kErfSat; max rel. error 2.1e-8.
+constexpr float kErfSat = 0x1.f5c29p+1f;  // 3.92f: erf(x) rounds to +-1 above 3.9192
+constexpr float kErfN0 = 0x1.c1baeap-1f;  // float32(2/sqrt(pi) - 1/4)
+constexpr float kErfN1 = 0x1.082e18p-4f;
+constexpr float kErfN2 = 0x1.8c9cd8p-6f;
+constexpr float kErfN3 = 0x1.a06728p-17f;
+constexpr float kErfN4 = -0x1.4b0f18p-18f;
+constexpr float kErfN5 = -0x1.f56f76p-18f;
+constexpr float kErfD0 = 0x1p+0f;
+constexpr float kErfD1 = 0x1.00d5e6p-1f;
+constexpr float kErfD2 = 0x1.d28afcp-4f;
+constexpr float kErfD3 = 0x1.e91aaap-7f;
+constexpr float kErfD4 = 0x1.2f5beep-10f;
+constexpr float kErfD5 = 0x1.3fa196p-15f;
+// c*exp(r) = c + c*r + r^2*Q(r), |r| <= ln2/2, c = 1/sqrt(pi); max rel. error 3.5e-9.
+constexpr float kErfcE0 = 0x1.20dd76p-1f;
+constexpr float kErfcE1 = 0x1.20dd76p-1f;
+constexpr float kErfcE2 = 0x1.20dd74p-2f;
+constexpr float kErfcE3 = 0x1.812668p-4f;
+constexpr float kErfcE4 = 0x1.812adep-6f;
+constexpr float kErfcE5 = 0x1.35719ap-8f;
+constexpr float kErfcE6 = 0x1.98e9fap-11f;
+// exp(a^2)*erfc(a)/c = D(a)/(a*D(a) + N(a)), a in [0, 9.2]; max rel. error 1.5e-8.
+constexpr float kErfcN0 = 0x1.f9838ep-1f;
+constexpr float kErfcN1 = 0x1.44815p-1f;
+constexpr float kErfcN2 = 0x1.cab574p-3f;
+constexpr float kErfcN3 = 0x1.0e76cep-5f;
+constexpr float kErfcN4 = 0x1.80a0d2p-18f;
+constexpr float kErfcD0 = 0x1.cp+0f;  // 1.75
+constexpr float kErfcD1 = 0x1.2010a4p+1f;
+constexpr float kErfcD2 = 0x1.5e4c32p+0f;
+constexpr float kErfcD3 = 0x1.c60c6cp-2f;
+constexpr float kErfcD4 = 0x1.0fe252p-4f;
 // TensorFlow's softplus threshold: log(FLT_EPSILON) + 2, evaluated in float.
 constexpr float kSoftplusThreshold = -0x1.be2804p+3f;  // -13.942385f
 
@@ -182,43 +202,30 @@ TS_MATH_INLINE float log1p_unit(float e) {
   return log_core(u, 0.0f, c / u);
 }
 
-// erf(x) for |x| <= 1.
-TS_MATH_INLINE float erf_poly(float x) {
-  const float x2 = x * x;
-  float p = kErfP6;
-  p = p * x2 + kErfP5;
-  p = p * x2 + kErfP4;
-  p = p * x2 + kErfP3;
-  p = p * x2 + kErfP2;
-  p = p * x2 + kErfP1;
-  p = p * x2 + kErfP0;
-  return x + x * p;
-}
+// fma(a, b, c) with a single rounding where the target has FMA (GCC and Clang vectorize it
+// there); elsewhere a*b + c, so only use it where a second rounding is harmless.
+#if defined(__FMA__) || defined(__FP_FAST_FMAF) || defined(__ARM_FEATURE_FMA)
+#define TS_MATH_HAVE_FMA 1
+TS_MATH_INLINE float fma_if_fast(float a, float b, float c) { return std::fma(a, b, c); }
+#else
+TS_MATH_INLINE float fma_if_fast(float a, float b, float c) { return a * b + c; }
+#endif
 
-// erfc(x) for x in [0.5, kErfcHi] (a normal result; P is fitted on [0.5, 10.1]):
-// exp(-x^2) * P(t) / (x + K), t = (x - K)/(x + K).
-// x^2 = xh^2 + xl*(x + xh) with xh = x truncated to 12 significant bits, so -xh^2 is exact
-// and enters the Cody-Waite reduction unrounded.  exp(-x^2) = 2^n * (1 + q) is kept
-// unnormalised and P is multiplied by (1 + q) as P + P*q, saving a rounding.
-TS_MATH_INLINE float erfc_core(float x) {
-  const float xh = u2f(f2u(x) & 0xFFFFF000u);
-  const float a = -(xh * xh);
-  const float b = -((x - xh) * (x + xh));
-  const float t = (a + b) * kLog2e + kShift;
+// Cody-Waite reduction of exp(-a^2) for a in [0, 9.2]: returns r = -a^2 - n*ln2 (|r| <=
+// ln2/2 + 1e-5) and t = n + kShift, n in [-122, 0].  -a^2 - n*kLn2Hi is exact before its
+// single rounding: with FMA directly; otherwise a^2 = ah^2 + (a - ah)*(a + ah) with ah = a
+// truncated to 12 significant bits, so that ah^2 is exact and only the small second term
+// is rounded.
+TS_MATH_INLINE float reduce_neg_square(float a, float& t) {
+  t = (a * a) * -kLog2e + kShift;
   const float n = t - kShift;
-  const float q = expm1_poly(((a - n * kLn2Hi) + b) - n * kLn2Lo);
-  const float s = x + kErfcK;
-  const float z = (x - kErfcK) / s;
-  float p = kErfcP8;
-  p = p * z + kErfcP7;
-  p = p * z + kErfcP6;
-  p = p * z + kErfcP5;
-  p = p * z + kErfcP4;
-  p = p * z + kErfcP3;
-  p = p * z + kErfcP2;
-  p = p * z + kErfcP1;
-  p = p * z + kErfcP0;
-  return ((p + p * q) / s) * pow2i(shifted_int(t));  // n in [-122, 0]
+#ifdef TS_MATH_HAVE_FMA
+  const float r1 = std::fma(-a, a, n * -kLn2Hi);
+#else
+  const float ah = u2f(f2u(a) & 0xFFFFF000u);
+  const float r1 = (-(ah * ah) - n * kLn2Hi) - (a - ah) * (a + ah);
+#endif
+  return r1 - n * kLn2Lo;
 }
 
 }  // namespace ts_detail
@@ -310,29 +317,75 @@ TS_MATH_INLINE float ts_sigmoid(float x) {
   return x < kExpLo ? 0.0f : r;  // results below FLT_MIN are flushed
 }
 
-// erf(x).  |x| < 1: x + x*P(x^2) (degree-13 odd minimax); otherwise
-// sign(x) * (1 - erfc(|x|)) with the ts_erfc kernel, |x| clamped to 4 (erf rounds to +-1).
-// Max error 1.4 ulp.  erf(+-0) = +-0, erf(+-inf) = +-1.
+// erf(x).  x*(1/4 + N(x^2)/D(x^2)) (degree-5 rational minimax, evaluated as
+// fma(x, N/D, x/4)) for |x| <= kErfSat, sign(x) beyond (erf rounds to +-1 there), and
+// x + x*(S0 + S1*x^2) for |x| < 2^-7, where the rounding errors of N/D (~0.88 x) would be
+// visible.  Max error 2.6 ulp (3.4 without FMA); below 1 ulp for tiny |x|.
+// erf(+-0) = +-0, erf(+-inf) = +-1.
 TS_MATH_INLINE float ts_erf(float x) {
   using namespace ts_detail;
   const float ax = std::fabs(x);
-  const float small = erf_poly(x);
-  const float big = 1.0f - erfc_core(ax > 4.0f ? 4.0f : ax);
-  return ax < 1.0f ? small : (x < 0.0f ? -big : big);
+  const float y = x * x;
+  float n = kErfN5;
+  n = n * y + kErfN4;
+  n = n * y + kErfN3;
+  n = n * y + kErfN2;
+  n = n * y + kErfN1;
+  n = n * y + kErfN0;
+  float d = kErfD5;
+  d = d * y + kErfD4;
+  d = d * y + kErfD3;
+  d = d * y + kErfD2;
+  d = d * y + kErfD1;
+  d = d * y + kErfD0;
+  const float mid = fma_if_fast(x, n / d, x * 0.25f);  // NaN for NaN and huge |x|
+  const float small = x + x * (kErfS1 * y + kErfS0);
+  const float r = ax < kErfSmall ? small : mid;
+  return ax > kErfSat ? std::copysign(1.0f, x) : r;
 }
 
-// erfc(x).  |x| < 0.5: 1 - erf(x); otherwise erfc(|x|) = exp(-x^2) * P(t) / (|x| + 2)
-// with t = (|x| - 2)/(|x| + 2) (degree-8 minimax) and exp(-x^2) evaluated from an
-// exact split of x^2; erfc(x) = 2 - erfc(-x) for x < 0.  Max error 3.9 ulp, i.e. a
-// relative error below 3e-7, down to FLT_MIN; results below FLT_MIN (x > 9.1945) are +0.
-// erfc(inf) = 0, erfc(-inf) = 2.
+// erfc(x) for all x with one formula and one division.  With a = |x| clamped to kErfcHi:
+// erfc(a) = 2^n * c*exp(r) * D(a)/(a*D(a) + N(a)), where -a^2 = n*ln2 + r (exact
+// reduction, see reduce_neg_square), c*exp(r) is a degree-6 minimax polynomial
+// (c = 1/sqrt(pi)) and D/(a*D + N) a (4,5) rational minimax fit of exp(a^2)*erfc(a)/c:
+// N/D ~ c*exp(-a^2)/erfc(a) - a shrinks like 1/(2a), so the rounding errors of N and D
+// hardly reach the result.  The scaling by 2^n is an integer add to the exponent field;
+// erfc(x) = 2 - erfc(-x) for x < 0 is the final fma(q, -e, 2).  Results below FLT_MIN
+// (x > kErfcHi) are +0, without computing subnormals.  Max relative error 2.6e-7
+// (2.9e-7 without FMA), max error 3.9 ulp, down to FLT_MIN.  erfc(inf) = 0,
+// erfc(-inf) = 2, NaN propagates.
 TS_MATH_INLINE float ts_erfc(float x) {
   using namespace ts_detail;
   const float ax = std::fabs(x);
-  const float small = 1.0f - erf_poly(x);
-  const float c = erfc_core(ax > kErfcHi ? kErfcHi : ax);
-  const float big = x < 0.0f ? 2.0f - c : (ax > kErfcHi ? 0.0f : c);
-  return ax < 0.5f ? small : big;
+  // Integer min on the bit patterns: unlike a select, it does not lead GCC to evaluate the
+  // polynomials at the constant and blend the results.  NaN is clamped here; it propagates
+  // through the denominator below, which uses ax.
+  const uint32_t ab = f2u(ax), hb = f2u(kErfcHi);
+  const float a = u2f(ab < hb ? ab : hb);
+  float t;
+  const float r = reduce_neg_square(a, t);
+  float e = kErfcE6;  // c*exp(r)
+  e = e * r + kErfcE5;
+  e = e * r + kErfcE4;
+  e = e * r + kErfcE3;
+  e = e * r + kErfcE2;
+  e = e * r + kErfcE1;
+  e = e * r + kErfcE0;
+  float n = kErfcN4;
+  n = n * a + kErfcN3;
+  n = n * a + kErfcN2;
+  n = n * a + kErfcN1;
+  n = n * a + kErfcN0;
+  float d = kErfcD4;
+  d = d * a + kErfcD3;
+  d = d * a + kErfcD2;
+  d = d * a + kErfcD1;
+  d = d * a + kErfcD0;
+  const float q = d / (ax * d + n);
+  // e * 2^n with n in [-122, 0] (t << 23 == n << 23 mod 2^32); +0 past kErfcHi.
+  const uint32_t sign = f2u(x) & 0x80000000u;
+  const uint32_t scaled = ax > kErfcHi ? 0u : f2u(e) + (f2u(t) << 23);
+  return fma_if_fast(q, u2f(scaled | sign), u2f(sign >> 1));  // q*e or 2 - q*e
 }
 
 // softplus(x) with TensorFlow's formula: t = log(FLT_EPSILON) + 2;
@@ -349,5 +402,6 @@ TS_MATH_INLINE float ts_softplus(float x) {
 }
 
 #undef TS_MATH_INLINE
+#undef TS_MATH_HAVE_FMA
 
 #endif  // TF_STITCH_CODEGEN_CPU_MATH_H_

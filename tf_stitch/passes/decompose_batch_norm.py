@@ -12,7 +12,7 @@ import numpy as np
 from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef
 from tf_stitch.passes.base import PassContext, graph_pass
 from tf_stitch.passes.builder import NodeBuilder
-from tf_stitch.passes.decompose_common import decomposable, replace_with
+from tf_stitch.passes.decompose_common import channels_first, decomposable, replace_with
 
 _OPS = ("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3")
 
@@ -39,8 +39,7 @@ def _inference(node: Node) -> bool:
 def _rewrite(graph: Graph, node: Node) -> None:
     shape = node.outputs[0].shape
     assert shape is not None
-    fmt = node.attrs.get("data_format", b"NHWC")
-    channels_first = (fmt.decode() if isinstance(fmt, bytes) else str(fmt)).startswith("NC")
+    first = channels_first(node)
     eps = float(node.attrs.get("epsilon", 1e-4))
     x, scale, offset, mean, variance = node.inputs[:5]
     c = graph.info(scale).shape
@@ -48,7 +47,7 @@ def _rewrite(graph: Graph, node: Node) -> None:
     b = NodeBuilder(graph, node.name + "_decomposed", node.device)
 
     def channel(ref: TensorRef) -> TensorRef:
-        if not channels_first:
+        if not first:
             return ref
         target = np.asarray([-1] + [1] * (len(shape) - 2), dtype=np.int32)
         return b.op(

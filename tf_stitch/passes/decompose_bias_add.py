@@ -7,7 +7,7 @@ import numpy as np
 from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo
 from tf_stitch.passes.base import PassContext, graph_pass
 from tf_stitch.passes.builder import NodeBuilder
-from tf_stitch.passes.decompose_common import decomposable, replace_with
+from tf_stitch.passes.decompose_common import channels_first, decomposable, replace_with
 
 
 @graph_pass("decompose-bias-add")
@@ -23,14 +23,13 @@ def decompose_bias_add(graph: Graph, ctx: PassContext) -> Graph:
 def _rewrite(graph: Graph, node: Node) -> None:
     shape = node.outputs[0].shape
     assert shape is not None
-    fmt = node.attrs.get("data_format", b"NHWC")
-    channels_first = (fmt.decode() if isinstance(fmt, bytes) else str(fmt)).startswith("NC")
+    first = channels_first(node)
     b = NodeBuilder(graph, node.name + "_decomposed", node.device)
     value, bias = node.inputs
 
     def build(name: str) -> None:
         bias_ref = bias
-        if channels_first and len(shape) > 2:
+        if first and len(shape) > 2:
             c = graph.info(bias).shape
             target = np.asarray([-1] + [1] * (len(shape) - 2), dtype=np.int32)
             bias_ref = b.op(

@@ -32,3 +32,9 @@ def replace_with(graph: Graph, node: Node, build: Callable[[str], None]) -> None
     # Keep the insertion order readable: move the final node after its new producers.
     final = graph.nodes.pop(name)
     graph.nodes[name] = final
+
+
+def channels_first(node: Node) -> bool:
+    """True for NCHW-style `data_format` attributes (the default is channels-last)."""
+    fmt = node.attrs.get("data_format", b"NHWC")
+    return (fmt.decode() if isinstance(fmt, bytes) else str(fmt)).startswith("NC")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from collections.abc import Callable, Mapping
@@ -20,13 +21,21 @@ class Latency:
         return f"{self.median_ms:.2f} ms ({self.min_ms:.2f}-{self.max_ms:.2f})"
 
 
-def _sync(result: Any) -> None:
-    """Waits for the result's values (a no-op for CPU tensors, a device sync otherwise)."""
+@functools.cache
+def _has_accelerator() -> bool:
     import tensorflow as tf
 
-    for t in tf.nest.flatten(result):
-        if hasattr(t, "numpy"):
-            t.numpy()
+    return bool(tf.config.list_logical_devices("GPU"))
+
+
+def _sync(result: Any) -> None:
+    """Waits until the call's work is done. Eager CPU execution is synchronous, so on a CPU-only
+    machine this does nothing (reading the values back, `.numpy()`, would copy the result and
+    add that copy's time to every measurement); with a GPU it synchronizes the devices."""
+    if _has_accelerator():
+        import tensorflow as tf
+
+        tf.test.experimental.sync_devices()
 
 
 def interleaved(
