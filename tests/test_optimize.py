@@ -210,3 +210,39 @@ def test_unknown_sizes_that_turn_out_to_broadcast_fail_loudly() -> None:
     assert_close(f(a, b), fn(a, b))
     with pytest.raises(tf.errors.InvalidArgumentError, match="stitched"):
         fn(a, tf.ones([1, 8]))
+
+
+def test_a_kernel_that_does_not_load_keeps_the_original_ops(
+    kernel_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 'compiler' that exits 0 but writes garbage: the library fails to load at optimize time,
+    so the group stays as TensorFlow ops with a warning (never a graph that fails later)."""
+    fake = tmp_path / "fake-cxx"
+    fake.write_text(
+        '#!/bin/sh\nif [ "$1" = --version ]; then echo fake 1.0; exit 0; fi\n'
+        'while [ $# -gt 0 ]; do if [ "$1" = -o ]; then echo garbage > "$2"; fi; shift; done\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("TF_STITCH_CXX", str(fake))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fn = tf_stitch.optimize(ln_relu)
+    assert any("does not load" in str(w.message) for w in caught)
+    assert _kernels(fn.graph_def) == 0
+    x = random_inputs(SIG, batch=2)[0]
+    assert_close(ln_relu(x), fn(x))
+
+
+@pytest.mark.parametrize("dtype", [tf.float16, tf.bfloat16, tf.float64])
+def test_other_float_dtypes_are_left_to_tensorflow(dtype: tf.DType) -> None:
+    @tf.function(input_signature=[tf.TensorSpec([None, 16], dtype)])
+    def f(x: tf.Tensor) -> tf.Tensor:
+        return tf.nn.softmax(tf.nn.relu(x) * 2.0) + tf.reduce_mean(x, -1, keepdims=True)
+
+    fn = tf_stitch.optimize(f)
+    assert _kernels(fn.graph_def) == 0
+    x = tf.cast(random_inputs([tf.TensorSpec([None, 16])], batch=3)[0], dtype)
+    tol = 1e-2 if dtype in (tf.float16, tf.bfloat16) else 1e-12
+    np.testing.assert_allclose(
+        tf.cast(f(x), tf.float64).numpy(), tf.cast(fn(x), tf.float64).numpy(), rtol=tol, atol=tol
+    )

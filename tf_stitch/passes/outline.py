@@ -19,7 +19,12 @@ from tf_stitch.codegen.op_attrs import stitched_kernel_attrs
 from tf_stitch.fusion.planner import Group
 from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef
 from tf_stitch.passes.base import KernelInfo, PassContext, graph_pass
-from tf_stitch.runtime.kernel_compiler import KernelCompileError, compile_kernel, kernel_key
+from tf_stitch.runtime.kernel_compiler import (
+    KernelCompileError,
+    check_loadable,
+    compile_kernel,
+    kernel_key,
+)
 
 OP_NAME = "StitchedKernel"
 
@@ -69,9 +74,14 @@ def _generate(graph: Graph, group: Group, ctx: PassContext) -> _Built | None:
 def _compile_all(built: list[_Built], compile_now: bool) -> None:
     def work(b: _Built) -> None:
         try:
-            b.key = compile_kernel(b.source).key if compile_now else kernel_key(b.source)
+            if not compile_now:
+                b.key = kernel_key(b.source)
+                return
+            compiled = compile_kernel(b.source)
+            check_loadable(compiled.path)
+            b.key = compiled.key
         except KernelCompileError as e:
-            b.error = f"its kernel did not compile: {e}"
+            b.error = f"its kernel cannot be built: {e}"
 
     with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
         list(pool.map(work, built))

@@ -34,6 +34,7 @@ __all__ = [
     "KERNEL_FLAGS",
     "CompiledKernel",
     "KernelCompileError",
+    "check_loadable",
     "compile_kernel",
     "compiler_command",
     "compiler_identity",
@@ -217,3 +218,18 @@ def compile_kernel(source: str) -> CompiledKernel:
             if not path.exists():  # Not built by someone else while we waited.
                 _compile_into(command, source, path)
     return CompiledKernel(key=key, path=path)
+
+
+def check_loadable(path: Path) -> None:
+    """Loads a compiled kernel library the way the op will (dlopen) and checks its ABI version;
+    raises KernelCompileError saying why it cannot be used."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL(str(path), mode=os.RTLD_NOW | os.RTLD_LOCAL)
+        version = lib.ts_abi_version()
+        lib.ts_run  # noqa: B018 - resolving the symbol is the check
+    except (OSError, AttributeError) as e:
+        raise KernelCompileError(f"the compiled kernel {path} does not load: {e}") from None
+    if version != ABI_VERSION:
+        raise KernelCompileError(f"{path} has kernel ABI {version}, the op expects {ABI_VERSION}")
