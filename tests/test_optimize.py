@@ -246,3 +246,16 @@ def test_other_float_dtypes_are_left_to_tensorflow(dtype: tf.DType) -> None:
     np.testing.assert_allclose(
         tf.cast(f(x), tf.float64).numpy(), tf.cast(fn(x), tf.float64).numpy(), rtol=tol, atol=tol
     )
+
+
+def test_multi_input_keras_model_is_called_like_the_model() -> None:
+    import keras
+
+    keras.utils.set_random_seed(0)
+    a, b = keras.Input((8,)), keras.Input((8,))
+    model = keras.Model([a, b], keras.layers.LayerNormalization()(a * b + a))
+    optimized = tf_stitch.optimize(model)
+    xa, xb = random_inputs([tf.TensorSpec([None, 8])] * 2, batch=3)
+    assert_close(model([xa, xb], training=False), optimized([xa, xb]), rtol=1e-4, atol=1e-5)
+    report = tf_stitch.count_launches(model, xa, xb)
+    assert report.tf_stitch == 1

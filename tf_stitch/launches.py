@@ -91,7 +91,10 @@ def _variants(fn: Any, inputs: tuple[Any, ...]) -> tuple[Any, Any, Callable[...,
         def call(*args: Any) -> Any:
             return model(args[0] if len(args) == 1 else list(args), training=False)
 
-        return tf.function(call), optimize(fn, input_signature=specs), call
+        optimized = optimize(fn, input_signature=specs)
+        if len(inputs) == 1:
+            return tf.function(call), optimized, call
+        return tf.function(call), lambda *args: optimized(list(args)), call
     graph_fn = fn if hasattr(fn, "get_concrete_function") else tf.function(fn)
     concrete = graph_fn.get_concrete_function(*specs) if not _is_concrete(fn) else fn
     return graph_fn, optimize(concrete), _python(fn)

@@ -161,10 +161,18 @@ def test_does_not_fuse_when_equal_tolerates_incompatible_shapes() -> None:
 # -- group rules ----------------------------------------------------------------------------------
 def test_does_not_fuse_when_the_merge_crosses_devices() -> None:
     graph = graph_of(lambda x: tf.tanh(tf.exp(x)), S([4, 8]))
+    graph.node("Tanh").device = "/device:CPU:1"
+    plan = plan_groups(graph)
+    assert "merge Exp -> Tanh: forbid(crosses devices ['', '/device:CPU:1'])" in merge_records(plan)
+    assert not any({"Exp", "Tanh"} <= set(g.names) for g in plan.groups)
+
+
+def test_does_not_fuse_ops_pinned_to_a_gpu() -> None:
+    graph = graph_of(lambda x: tf.tanh(tf.exp(x)), S([4, 8]))
     graph.node("Tanh").device = "/device:GPU:0"
     plan = plan_groups(graph)
-    assert "merge Exp -> Tanh: forbid(crosses devices ['', '/device:GPU:0'])" in merge_records(plan)
-    assert not any({"Exp", "Tanh"} <= set(g.names) for g in plan.groups)
+    assert any("placed on /device:GPU:0" in str(r) for r in plan.records)
+    assert not any("Tanh" in g.names for g in plan.groups)
 
 
 def test_does_not_fuse_when_an_output_would_be_written_by_several_units() -> None:

@@ -32,6 +32,8 @@ from tf_stitch.codegen.kernel_ir import (
 )
 
 LANES = 16
+# Row buffers up to this size are stack arrays; larger ones are allocated once per call.
+STACK_BUFFER_BYTES = 64 * 1024
 ABI_VERSION = 1
 _CTYPE = {"float32": "float", "bool": "bool"}
 
@@ -141,6 +143,7 @@ class _Emitter:
         head += [
             "#include <cmath>",
             "#include <cstdint>",
+            "#include <memory>",
             "",
             _math_header(),
             _OPS_PRELUDE,
@@ -178,8 +181,14 @@ class _Emitter:
         for p in k.outputs:
             ct = _CTYPE[p.dtype]
             self._emit(f"{ct}* __restrict {p.name} = static_cast<{ct}*>(ts_out[{p.index}]);", 1)
+        on_stack = sum(b.elements * (1 if b.dtype == "bool" else 4) for b in k.buffers)
         for b in k.buffers:
-            self._emit(f"{_CTYPE[b.dtype]} {b.name}[{b.elements}];", 1)
+            ct = _CTYPE[b.dtype]
+            if on_stack <= STACK_BUFFER_BYTES:
+                self._emit(f"{ct} {b.name}[{b.elements}];", 1)
+            else:  # large row buffers live on the heap, once per call
+                self._emit(f"std::unique_ptr<{ct}[]> {b.name}_owner(new {ct}[{b.elements}]);", 1)
+                self._emit(f"{ct}* __restrict {b.name} = {b.name}_owner.get();", 1)
         self._emit("(void)ts_sym;", 1)
 
     def _row_offsets(self) -> None:

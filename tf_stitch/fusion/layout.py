@@ -82,7 +82,10 @@ def reduction_axes(graph: Graph, node: Node) -> tuple[int, ...] | None:
     flat = [int(a) for a in axes.reshape(-1)]
     if any(a < -rank or a >= rank for a in flat):
         return None
-    return tuple(sorted({a % rank if rank else a for a in flat}))
+    normalized = [a % rank if rank else a for a in flat]
+    if len(set(normalized)) != len(normalized):
+        return None  # TensorFlow rejects duplicate axes at run time; leave that to it
+    return tuple(sorted(normalized))
 
 
 def keep_dims(node: Node) -> bool:
@@ -230,8 +233,6 @@ class _Analysis:
 
 def check_fits(ref: TensorRef, dim: int | None, axis: int | None) -> None:
     if dim == 1 or dim == axis:
-        return
-    if dim is None and axis == 1:
         return
     raise LayoutError(
         f"{ref}: a dimension of size {_d(dim)} does not fit a domain axis of {_d(axis)}"

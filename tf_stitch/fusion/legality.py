@@ -68,6 +68,8 @@ def node_legality(ctx: Context, node: Node) -> Decision:
         return forbid(f"{node.op} ({spec.kind.value}) is not stitched yet")
     if is_stateful(node.op):
         return forbid(f"{node.op} is stateful")
+    if node.device and "CPU" not in node.device.upper():
+        return forbid(f"placed on {node.device}; stitched kernels run on the CPU only so far")
     if node.control_inputs:
         return forbid("has control inputs (a control edge would cross the kernel)")
     if node.name in ctx.control_consumers:

@@ -13,7 +13,11 @@ from tf_stitch.graph.ir import Graph, TensorRef
 
 def evaluate(graph: Graph, nodes: Sequence[str], fetches: Sequence[TensorRef]) -> list[np.ndarray]:
     """Values of `fetches`, computing only `nodes` (which must contain all they read)."""
-    sub = Graph({n: graph.node(n) for n in nodes}, library=graph.library, versions=graph.versions)
+    sub = Graph(
+        {n: graph.node(n).copy() for n in nodes}, library=graph.library, versions=graph.versions
+    )
+    for node in sub:
+        node.device = ""  # constants are folded here, on the CPU, wherever they will run
     gd = graph_to_graph_def(sub)
     with tf.Graph().as_default() as g:
         tf.graph_util.import_graph_def(gd, name="")
@@ -23,4 +27,4 @@ def evaluate(graph: Graph, nodes: Sequence[str], fetches: Sequence[TensorRef]) -
 
 
 def _cpu_only() -> tf.compat.v1.ConfigProto:
-    return tf.compat.v1.ConfigProto(device_count={"GPU": 0})
+    return tf.compat.v1.ConfigProto(device_count={"GPU": 0}, allow_soft_placement=True)

@@ -94,10 +94,11 @@ def _keras_concrete_function(model: Any, input_signature: Sequence[tf.TensorSpec
     else:
         specs = list(input_signature)
 
-    def call(*args: Any) -> Any:
-        return model(args[0] if len(args) == 1 else list(args), training=False)
+    # Called as the model is: one tensor, or one list of tensors for several inputs.
+    def call(inputs: Any) -> Any:
+        return model(inputs, training=False)
 
-    return tf.function(call).get_concrete_function(*specs)
+    return tf.function(call).get_concrete_function(specs[0] if len(specs) == 1 else specs)
 
 
 def from_concrete_function(cf: Any) -> Frontend:

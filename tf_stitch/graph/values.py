@@ -10,7 +10,9 @@ from tf_stitch.graph.ir import Graph, TensorRef, TensorValue
 
 
 def constant_value(graph: Graph, ref: TensorRef) -> np.ndarray | None:
-    """The value of `ref` if a Const node produces it, else None."""
+    """The value of `ref` if a Const node produces it and it is not fed, else None."""
+    if ref in graph.inputs:  # a fed Const holds whatever is fed
+        return None
     node = graph.nodes.get(ref.node)
     if node is None or node.op != "Const" or ref.index != 0:
         return None

@@ -14,12 +14,23 @@ from tf_stitch.fusion.decision import Record
 from tf_stitch.fusion.memory_plan import DEFAULT_BUDGET_BYTES
 from tf_stitch.graph.ir import Graph
 
+MAX_ON_CHIP_BUDGET = 16 * 1024 * 1024
+
 
 @dataclass
 class Options:
     on_chip_budget: int = DEFAULT_BUDGET_BYTES
     # Compile kernels while outlining (off only in tests of the pass structure).
     compile: bool = True
+
+    def __post_init__(self) -> None:
+        budget = self.on_chip_budget
+        if not isinstance(budget, int) or isinstance(budget, bool):
+            raise TypeError(f"on_chip_budget must be an int (bytes), got {type(budget).__name__}")
+        if not 0 <= budget <= MAX_ON_CHIP_BUDGET:
+            raise ValueError(
+                f"on_chip_budget must be between 0 and {MAX_ON_CHIP_BUDGET} bytes, got {budget}"
+            )
 
 
 @dataclass

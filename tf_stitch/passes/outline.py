@@ -11,6 +11,7 @@ import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from tf_stitch.codegen.cpu import emit_cpu
 from tf_stitch.codegen.kernel_ir import Kernel
@@ -35,6 +36,7 @@ class _Built:
     node_name: str
     kernel: Kernel
     source: str
+    attrs: dict[str, Any]
     key: str = ""
     error: str = ""
 
@@ -63,8 +65,11 @@ def _generate(graph: Graph, group: Group, ctx: PassContext) -> _Built | None:
     node_name = graph.unique_name(f"{_scope(group.names)}stitched_{group.id}")
     try:
         kernel = lower(graph, group, _sanitize(node_name))
-        return _Built(group, node_name, kernel, emit_cpu(kernel))
-    except LoweringError as e:
+        source = emit_cpu(kernel)
+        # Encoded now, so that a group the op cannot describe never reaches the graph.
+        attrs = stitched_kernel_attrs(kernel, source, "")
+        return _Built(group, node_name, kernel, source, attrs)
+    except (LoweringError, ValueError) as e:
         message = f"tf_stitch: group {node_name} stays as TensorFlow ops: {e}"
         ctx.warnings.append(message)
         warnings.warn(message, RuntimeWarning, stacklevel=3)
@@ -96,7 +101,7 @@ def _replace(graph: Graph, b: _Built, renamed: dict[TensorRef, TensorRef]) -> No
         b.node_name,
         OP_NAME,
         [renamed.get(r, r) for r in (TensorRef.parse(p.tensor) for p in kernel.inputs)],
-        stitched_kernel_attrs(kernel, b.source, b.key),
+        {**b.attrs, "cache_key": b.key.encode()},
         outputs,
         device=group.nodes[0].device,
     )

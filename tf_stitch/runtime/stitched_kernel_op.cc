@@ -362,7 +362,8 @@ absl::Status LoadKernelLibrary(const Signature& sig, const std::string& path,
     return FailedPrecondition(
         "the compiled kernel ", sig.cache_key, " for ", sig.kernel_name,
         " is not in ", path,
-        "; tf_stitch.runtime.ensure_compiled(graph_def) compiles it "
+        "; graph_def = tf_stitch.runtime.ensure_compiled(graph_def) compiles "
+        "the graph's kernels on this machine and returns it with their keys "
         "(the cache directory comes from $TF_STITCH_CACHE_DIR, else "
         "$XDG_CACHE_HOME/tf_stitch, else ~/.cache/tf_stitch)");
   }
