@@ -5,17 +5,13 @@ from __future__ import annotations
 from tf_stitch.graph.ir import Graph, Node
 from tf_stitch.passes.base import PassContext, graph_pass
 from tf_stitch.passes.builder import NodeBuilder
-from tf_stitch.passes.decompose_common import decomposable, replace_with
+from tf_stitch.passes.decompose_common import decompose_each, replace_with
 
 
 @graph_pass("decompose-add-n")
 def decompose_add_n(graph: Graph, ctx: PassContext) -> Graph:
     """Rewrites float32 AddN into AddV2 nodes (left to right)."""
-    out = graph.copy()
-    for node in list(out):
-        if node.op == "AddN" and len(node.inputs) >= 2 and decomposable(out, node):
-            _rewrite(out, node)
-    return out
+    return decompose_each(graph, lambda node: node.op == "AddN" and len(node.inputs) >= 2, _rewrite)
 
 
 def _rewrite(graph: Graph, node: Node) -> None:

@@ -12,7 +12,7 @@ import numpy as np
 from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef
 from tf_stitch.passes.base import PassContext, graph_pass
 from tf_stitch.passes.builder import NodeBuilder
-from tf_stitch.passes.decompose_common import channels_first, decomposable, replace_with
+from tf_stitch.passes.decompose_common import channels_first, decompose_each, replace_with
 
 _OPS = ("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3")
 
@@ -20,11 +20,7 @@ _OPS = ("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3")
 @graph_pass("decompose-batch-norm")
 def decompose_batch_norm(graph: Graph, ctx: PassContext) -> Graph:
     """Rewrites float32 inference FusedBatchNorm* whose statistics outputs are unused."""
-    out = graph.copy()
-    for node in list(out):
-        if node.op in _OPS and _inference(node) and decomposable(out, node):
-            _rewrite(out, node)
-    return out
+    return decompose_each(graph, lambda node: node.op in _OPS and _inference(node), _rewrite)
 
 
 def _inference(node: Node) -> bool:

@@ -7,17 +7,13 @@ import numpy as np
 from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo
 from tf_stitch.passes.base import PassContext, graph_pass
 from tf_stitch.passes.builder import NodeBuilder
-from tf_stitch.passes.decompose_common import channels_first, decomposable, replace_with
+from tf_stitch.passes.decompose_common import channels_first, decompose_each, replace_with
 
 
 @graph_pass("decompose-bias-add")
 def decompose_bias_add(graph: Graph, ctx: PassContext) -> Graph:
     """Rewrites float32 BiasAdd/BiasAddV1 into a broadcasting AddV2."""
-    out = graph.copy()
-    for node in list(out):
-        if node.op in ("BiasAdd", "BiasAddV1") and decomposable(out, node):
-            _rewrite(out, node)
-    return out
+    return decompose_each(graph, lambda node: node.op in ("BiasAdd", "BiasAddV1"), _rewrite)
 
 
 def _rewrite(graph: Graph, node: Node) -> None:

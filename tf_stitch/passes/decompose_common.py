@@ -23,6 +23,17 @@ def decomposable(graph: Graph, node: Node, dtype_attr: str = "T") -> bool:
     return used <= {0}
 
 
+def decompose_each(
+    graph: Graph, accepts: Callable[[Node], bool], rewrite: Callable[[Graph, Node], None]
+) -> Graph:
+    """A copy of `graph` with `rewrite` applied to every decomposable node that `accepts`."""
+    out = graph.copy()
+    for node in list(out):
+        if accepts(node) and decomposable(out, node):
+            rewrite(out, node)
+    return out
+
+
 def replace_with(graph: Graph, node: Node, build: Callable[[str], None]) -> None:
     """Removes `node` and calls `build(name)`, which must create the node producing its output
     under the same name (output 0)."""

@@ -10,17 +10,13 @@ from __future__ import annotations
 from tf_stitch.graph.ir import Graph, Node
 from tf_stitch.passes.base import PassContext, graph_pass
 from tf_stitch.passes.builder import NodeBuilder, keepdims_shape
-from tf_stitch.passes.decompose_common import decomposable, replace_with
+from tf_stitch.passes.decompose_common import decompose_each, replace_with
 
 
 @graph_pass("decompose-softmax")
 def decompose_softmax(graph: Graph, ctx: PassContext) -> Graph:
     """Rewrites float32 Softmax/LogSoftmax into max, sub, exp, sum and div/log."""
-    out = graph.copy()
-    for node in list(out):
-        if node.op in ("Softmax", "LogSoftmax") and decomposable(out, node):
-            _rewrite(out, node)
-    return out
+    return decompose_each(graph, lambda node: node.op in ("Softmax", "LogSoftmax"), _rewrite)
 
 
 def _rewrite(graph: Graph, node: Node) -> None:
