@@ -252,33 +252,18 @@ def _is_acyclic(nodes: set[str], edges: set[tuple[str, str]]) -> bool:
     return seen == len(nodes)
 
 
-def _connected(g: Graph, members: set[str]) -> bool:
-    adjacent: dict[str, set[str]] = {m: set() for m in members}
-    for m in members:
-        for r in g.node(m).inputs:
-            if r.node in members:
-                adjacent[m].add(r.node)
-                adjacent[r.node].add(m)
-    start = next(iter(members))
-    seen, stack = {start}, [start]
-    while stack:
-        for n in adjacent[stack.pop()] - seen:
-            seen.add(n)
-            stack.append(n)
-    return seen == members
-
-
 @settings(
     max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
 )
 @given(random_graphs(), st.sampled_from([1, 2]))
-def test_groups_never_create_cycles_and_are_connected(g: Graph, min_ops: int) -> None:
+def test_groups_never_create_cycles(g: Graph, min_ops: int) -> None:
+    """Contracting every group leaves the graph acyclic. (Groups need not be connected: sibling
+    fusion joins groups that share an input or sit in the same layer.)"""
     plan = plan_groups(g, PlannerOptions(min_compute_ops=min_ops))
     rep = {name: f"group{grp.id}" for grp in plan.groups for name in grp.names}
     assert len(rep) == sum(len(grp.names) for grp in plan.groups), "a node is in two groups"
     nodes = {rep.get(n.name, n.name) for n in g}
     assert _is_acyclic(nodes, _contracted_edges(g, rep))
     for grp in plan.groups:
-        assert _connected(g, set(grp.names)), grp.names
         assert not any(g.node(n).op == "MatMul" or g.node(n).control_inputs for n in grp.names)
         emit_cpu(lower(g, grp, f"k{grp.id}"))  # every planned group can be lowered

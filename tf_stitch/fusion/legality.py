@@ -147,3 +147,40 @@ def outputs_legality(layout: Layout, outputs: list[TensorRef]) -> Decision:
             f"{fmt(domain)} domain"
         )
     return allow()
+
+
+# Library calls whose bias add TensorFlow's remapper/oneDNN fuse into the call itself.
+_LIBRARY_OPS = frozenset(
+    {
+        "MatMul",
+        "BatchMatMul",
+        "BatchMatMulV2",
+        "BatchMatMulV3",
+        "Einsum",
+        "Conv2D",
+        "Conv3D",
+        "DepthwiseConv2dNative",
+    }
+)
+_VIEW_OPS = frozenset({"Reshape", "ExpandDims", "Squeeze", "Identity"})
+
+
+def is_library_epilogue(graph: Graph, node: Node) -> bool:
+    """An add of a constant to a matmul/convolution result (through views): TensorFlow fuses
+    it into the library call, so stitching it alone would add a launch, not remove one."""
+    if node.op not in ("Add", "AddV2") or len(node.inputs) != 2:
+        return False
+    producers = [graph.nodes.get(r.node) for r in node.inputs]
+    if any(p is None for p in producers):
+        return False
+    consts = [p for p in producers if p is not None and p.op == "Const"]
+    if len(consts) != 1:
+        return False
+    other = next(p for p in producers if p is not None and p.op != "Const")
+    for _ in range(3):
+        if other.op in _LIBRARY_OPS:
+            return True
+        if other.op not in _VIEW_OPS or not other.inputs:
+            return False
+        other = graph.node(other.inputs[0].node)
+    return False

@@ -1,0 +1,74 @@
+"""Sibling (multi-output) fusion: groups that read the same tensor, or that sit side by side in
+the same layer of the graph, become one kernel with several outputs.
+
+After groups have grown along producer -> consumer edges, two kinds of merges remain:
+- *shared input*: the consumers of one tensor (a value used by two regions is read once);
+- *same layer*: independent groups whose inputs are all ready at the same depth of the graph
+  (AStitch's independent stitching: one launch instead of several, and no path between them is
+  lengthened because both would start at the same time anyway).
+Each merge passes the same checks as any other (`merge_legality`): no cycle, one layout.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+
+from tf_stitch.fusion.critical_path import CriticalPath
+from tf_stitch.fusion.decision import Decision, allow
+from tf_stitch.fusion.legality import Context
+from tf_stitch.fusion.merge import merge_legality
+from tf_stitch.fusion.union_find import UnionFind
+
+Log = Callable[[str, Decision], Decision]
+
+
+def merge_siblings(ctx: Context, groups: UnionFind, cp: CriticalPath, log: Log) -> None:
+    """Merges sibling groups in place, shared-input siblings first."""
+    for node in ctx.graph.topological_order():
+        if node.op == "Const":  # reading the same constant is no reason to be one kernel
+            continue
+        for i in range(len(node.outputs)):
+            ref = node.output(i)
+            users = [u for u in ctx.consumers.get(ref, []) if u in groups.parent]
+            _merge_all(ctx, groups, users, f"shares {ref}", log)
+    by_layer: dict[tuple[int, str], list[str]] = defaultdict(list)
+    for members in sorted(groups.sets(), key=lambda m: min(ctx.order[n] for n in m)):
+        name = min(members, key=ctx.order.__getitem__)
+        by_layer[(_layer(ctx, members, cp), ctx.graph.node(name).device)].append(name)
+    for (layer, _), names in by_layer.items():
+        _merge_all(ctx, groups, names, f"independent, same layer {layer}", log)
+
+
+def _merge_all(ctx: Context, groups: UnionFind, names: list[str], why: str, log: Log) -> None:
+    """Tries to merge the groups of `names` into the first one, in order."""
+    roots: list[str] = []
+    for n in names:
+        root = groups.find(n)
+        if root not in roots:
+            roots.append(root)
+    for other in roots[1:]:
+        a, b = groups.find(roots[0]), groups.find(other)
+        if a == b:
+            continue
+        union = groups.members(a) | groups.members(b)
+        verdict = merge_legality(ctx, groups.members(a), groups.members(b), union, groups)
+        if verdict:
+            verdict = allow(f"sibling ({why}); {verdict.reason}")
+        log(f"merge siblings {_label(ctx, a, groups)} + {_label(ctx, b, groups)}", verdict)
+        if verdict:
+            groups.union(a, b)
+
+
+def _layer(ctx: Context, members: set[str], cp: CriticalPath) -> int:
+    """How deep in the graph the group's inputs become ready (its earliest start)."""
+    depth = 0
+    for name in members:
+        for ref in ctx.graph.node(name).inputs:
+            if ref.node not in members:
+                depth = max(depth, cp.depth[ref.node])
+    return depth
+
+
+def _label(ctx: Context, root: str, groups: UnionFind) -> str:
+    return min(groups.members(root), key=ctx.order.__getitem__)
