@@ -102,7 +102,7 @@ def render() -> str:
     tools = sorted(
         p.relative_to(ROOT).as_posix()
         for d in ("tools", "benchmarks")
-        for p in (ROOT / d).glob("*.py")
+        for p in (ROOT / d).rglob("*.py")
     )
     text += f'\npy_library(\n    name = "tools",\n    srcs = [\n{_quote(tools)}    ],\n)\n'
     return text

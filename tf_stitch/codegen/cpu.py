@@ -197,7 +197,7 @@ class _Emitter:
             if a.outer == "zero":
                 self._emit(f"const int64_t {p.name}_r = 0;", 2)
             elif a.outer == "contiguous":
-                self._emit(f"const int64_t {p.name}_r = r * ({a.row_elements});", 2)
+                self._emit(f"const int64_t {p.name}_r = r * ({a.row_stride});", 2)
             else:
                 self._emit(
                     f"const int64_t {p.name}_r = {self._decompose('r', range(self.k.split), p)};", 2
@@ -276,12 +276,13 @@ class _Emitter:
             elif isinstance(s, BufferStore):
                 self._emit(f"{s.buffer}[i] = {s.var};", depth)
 
-    def _addr(self, p: Param, row: bool) -> str:
+    def _addr(self, p: Param, row: bool, offset: Size = 0) -> str:
+        extra = f" + ({offset})" if offset else ""
         if row or p.access.inner == "zero":
-            return f"{p.name}[{p.name}_r]"
+            return f"{p.name}[{p.name}_r{extra}]"
         if p.access.inner == "contiguous":
-            return f"{p.name}[{p.name}_r + i]"
-        return f"{p.name}[{p.name}_r + {p.name}_i]"
+            return f"{p.name}[{p.name}_r + i{extra}]"
+        return f"{p.name}[{p.name}_r + {p.name}_i{extra}]"
 
     def _expr(self, e: Expr, row: bool) -> str:
         if isinstance(e, Var):
@@ -289,7 +290,7 @@ class _Emitter:
         if isinstance(e, Lit):
             return literal(e.value, e.dtype)
         if isinstance(e, Load):
-            return self._addr(self.params[e.param], row)
+            return self._addr(self.params[e.param], row, e.offset)
         if isinstance(e, ReduceResult):
             return f"{e.reduction}_val"
         if isinstance(e, BufferLoad):

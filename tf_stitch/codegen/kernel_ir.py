@@ -20,14 +20,14 @@ class Access:
 
     `strides` has the tensor's stride along every domain axis (0 where it broadcasts).
     `outer`/`inner` say how the row offset and the in-row offset are computed: `contiguous`
-    (row * row_elements, or the element index itself), `zero` (broadcast), or `general`
+    (row * row_stride, or the element index itself), `zero` (broadcast), or `general`
     (decomposed into coordinates with the strides).
     """
 
     strides: tuple[Size, ...]
     outer: str
     inner: str
-    row_elements: Size
+    row_stride: Size  # the offset between consecutive rows when `outer` is contiguous
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,7 @@ class Param:
 @dataclass(frozen=True)
 class Load:
     param: str
+    offset: Size = 0  # elements from the tensor's start (a slice's window)
 
 
 @dataclass(frozen=True)

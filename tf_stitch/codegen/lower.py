@@ -29,7 +29,7 @@ from tf_stitch.codegen.kernel_ir import (
     Store,
     Var,
 )
-from tf_stitch.fusion.layout import Placement, data_inputs
+from tf_stitch.fusion.layout import Placement, SliceSource, data_inputs
 from tf_stitch.fusion.op_kinds import OpKind, op_spec
 from tf_stitch.fusion.planner import Group
 from tf_stitch.graph.ir import Graph, Node, TensorRef
@@ -59,36 +59,71 @@ def multiply(a: Size, b: Size) -> Size:
     return f"{a}*{b}"
 
 
+def add(a: Size, b: Size) -> Size:
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b
+    if a == 0:
+        return b
+    if b == 0:
+        return a
+    return f"{a}+{b}"
+
+
 def domain_sizes(group: Group) -> tuple[Size, ...]:
     return tuple(d if d is not None else f"D{a}" for a, d in enumerate(group.layout.domain))
 
 
-def access_of(placement: Placement, domain: tuple[Size, ...], split: int) -> Access:
-    """Row-major strides of a tensor spread onto the domain axes, and how to index them."""
-    strides: list[Size] = [0] * len(domain)
+def tensor_strides(dims: tuple[int | None, ...], sizes: tuple[Size, ...]) -> list[Size]:
+    """Row-major strides of a tensor of `dims` (an unknown dim has the size in `sizes`)."""
+    strides: list[Size] = [0] * len(dims)
     running: Size = 1
-    for dim, axis in reversed(list(zip(placement.dims, placement.axes, strict=True))):
-        if dim != 1:
-            strides[axis] = running
-            running = multiply(running, dim if dim is not None else domain[axis])
-    row_elements: Size = 1
-    for axis in range(split, len(domain)):
-        if strides[axis] != 0:
-            row_elements = multiply(row_elements, domain[axis])
+    for i in reversed(range(len(dims))):
+        strides[i] = running
+        dim = dims[i]
+        running = multiply(running, sizes[i] if dim is None else dim)
+    return strides
+
+
+def access_of(
+    placement: Placement,
+    domain: tuple[Size, ...],
+    split: int,
+    source_dims: tuple[int | None, ...] | None = None,
+) -> Access:
+    """The tensor's strides spread onto the domain axes (0 where it broadcasts), and how to
+    index them. `source_dims`: the shape of the tensor a slice reads from (its strides)."""
+    dims = tuple(placement.dims)
+    full = dims if source_dims is None else tuple(source_dims)
+    own = tensor_strides(full, tuple(domain[a] for a in placement.axes))
+    # (a dim of a tensor that is None is unknown only where its domain axis is unknown too)
+    strides: list[Size] = [0] * len(domain)
+    sliced: set[int] = set()
+    for d, axis in enumerate(placement.axes):
+        if dims[d] != 1:
+            strides[axis] = own[d]
+        if full[d] != dims[d]:
+            sliced.add(axis)
+    outer, inner = range(split), range(split, len(domain))
+    varying_outer = [a for a in outer if domain[a] != 1 and strides[a] != 0]
+    row_stride: Size = strides[varying_outer[-1]] if varying_outer else 0
     return Access(
         tuple(strides),
-        _pattern(strides, domain, range(split)),
-        _pattern(strides, domain, range(split, len(domain))),
-        row_elements,
+        _pattern(strides, domain, outer, sliced),
+        _pattern(strides, domain, inner, sliced),
+        row_stride,
     )
 
 
-def _pattern(strides: list[Size], domain: tuple[Size, ...], axes: range) -> str:
+def _pattern(strides: list[Size], domain: tuple[Size, ...], axes: range, sliced: set[int]) -> str:
+    """`zero`: no axis varies; `contiguous`: all vary with row-major strides (only the first
+    relevant axis may be a cut window of a larger one); else `general`."""
     relevant = [a for a in axes if domain[a] != 1]
     varying = [a for a in relevant if strides[a] != 0]
     if not varying:
         return "zero"
-    return "contiguous" if len(varying) == len(relevant) else "general"
+    if len(varying) == len(relevant) and not (sliced & set(relevant[1:])):
+        return "contiguous"
+    return "general"
 
 
 class _Lowerer:
@@ -109,6 +144,8 @@ class _Lowerer:
         self.kernel = Kernel(name, self.domain, self.layout.split, [], [])
         self.params: dict[TensorRef, Param] = {}
         self.literals: dict[TensorRef, Lit] = {}
+        self.slice_params: dict[tuple[TensorRef, tuple[int | None, ...]], Param] = {}
+        self.slice_loads: dict[TensorRef, tuple[Param, Size]] = {}
 
     def run(self) -> Kernel:
         self._bind_inputs()
@@ -135,6 +172,8 @@ class _Lowerer:
     # -- parameters -------------------------------------------------------------------------
     def _bind_inputs(self) -> None:
         for ref in self.group.inputs:
+            if ref not in self.layout.placements:
+                continue  # read only through slices (below)
             info = self.graph.info(ref)
             value = scalar_constant(self.graph, ref)
             if value is not None and info.dtype in _LITERAL_DTYPES:
@@ -143,14 +182,41 @@ class _Lowerer:
             param = self._param(ref, f"in{len(self.kernel.inputs)}", len(self.kernel.inputs))
             self.kernel.inputs.append(param)
             self.params[ref] = param
+        for out, source in self.layout.slices.items():
+            self._slice_param(out, source)
         for axis, size in enumerate(self.domain):
             if isinstance(size, str):
                 self.kernel.symbols.append((size, *self._bind_symbol(axis)))
 
+    def _slice_param(self, out: TensorRef, source: SliceSource) -> None:
+        """One kernel input per (source tensor, window shape); each slice loads at an offset."""
+        placement = self.layout.placements[out]
+        key = (source.tensor, placement.dims)
+        param = self.slice_params.get(key)
+        if param is None:
+            index = len(self.kernel.inputs)
+            param = Param(
+                index,
+                f"in{index}",
+                str(source.tensor),
+                self.graph.info(source.tensor).dtype,
+                tuple(source.dims),
+                tuple(placement.axes),
+                access_of(placement, self.domain, self.layout.split, source.dims),
+                self.layout.is_row_level(out),
+            )
+            self.kernel.inputs.append(param)
+            self.slice_params[key] = param
+        sizes = tuple(self.domain[a] for a in placement.axes)
+        offset: Size = 0
+        for begin, stride in zip(source.begin, tensor_strides(source.dims, sizes), strict=True):
+            if begin:
+                offset = add(offset, multiply(begin, stride))
+        self.slice_loads[out] = (param, offset)
+
     def _bind_symbol(self, axis: int) -> tuple[int, int]:
         for param in self.kernel.inputs:
-            placement = self.layout.placements[TensorRef.parse(param.tensor)]
-            for i, (dim, a) in enumerate(zip(placement.dims, placement.axes, strict=True)):
+            for i, (dim, a) in enumerate(zip(param.dims, param.axes, strict=True)):
                 if a == axis and dim is None:
                     return param.index, i
         raise LoweringError(f"no input carries the size of dynamic axis {axis}")
@@ -192,15 +258,16 @@ class _Lowerer:
         """The expression of `ref` in loop `loop` (None: in per-row code)."""
         if ref in self.literals:
             return self.literals[ref]
-        if ref in self.params:
-            param = self.params[ref]
+        if ref in self.params or ref in self.slice_loads:
+            param, offset = self.slice_loads.get(ref) or (self.params[ref], 0)
+            load = Load(param.name, offset)
             if param.per_row:
                 if ref not in self.row_env:
-                    self.row_env[ref] = self._let(self.row_stmts[0], param.dtype, Load(param.name))
+                    self.row_env[ref] = self._let(self.row_stmts[0], param.dtype, load)
                 return self.row_env[ref]
             if loop is None:
                 raise LoweringError(f"{ref} varies along the row but is used per row")
-            return self._cached(loop, ref, lambda: Load(param.name))
+            return self._cached(loop, ref, lambda: load)
         if self.layout.is_row_level(ref):
             return self._row_value(ref)
         if loop is None:

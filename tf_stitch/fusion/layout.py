@@ -38,12 +38,23 @@ class Placement:
         return {a for a in range(len(domain)) if a not in varying or domain[a] == 1}
 
 
+@dataclass(frozen=True)
+class SliceSource:
+    """Where a Slice in the group reads from: a group input, its shape, the window's begin."""
+
+    tensor: TensorRef
+    dims: Dims
+    begin: tuple[int, ...]
+
+
 @dataclass
 class Layout:
     domain: Dims
     split: int
     kind: str  # "row" (row reductions) or "loop" (elementwise only)
     placements: dict[TensorRef, Placement] = field(default_factory=dict)
+    # Slice outputs of the group: read in place from their (external) source tensor.
+    slices: dict[TensorRef, SliceSource] = field(default_factory=dict)
 
     @property
     def rank(self) -> int:
@@ -88,6 +99,22 @@ def reduction_axes(graph: Graph, node: Node) -> tuple[int, ...] | None:
     return tuple(sorted(normalized))
 
 
+def slice_window(graph: Graph, node: Node) -> tuple[int, ...] | None:
+    """The begin offsets of a Slice with constant bounds that cuts only axes of known size
+    (whole axes of unknown size are fine), else None."""
+    shape = graph.info(node.inputs[0]).shape
+    begin = constant_value(graph, node.inputs[1])
+    size = constant_value(graph, node.inputs[2])
+    if shape is None or begin is None or size is None or len(begin) != len(shape):
+        return None
+    out = node.outputs[0].shape or ()
+    for dim, b, s, o in zip(shape, begin, size, out, strict=True):
+        whole = int(b) == 0 and (int(s) == -1 or (dim is not None and int(s) == dim))
+        if not whole and (dim is None or o is None):
+            return None
+    return tuple(int(b) for b in begin)
+
+
 def keep_dims(node: Node) -> bool:
     return bool(node.attrs.get("keep_dims", False))
 
@@ -107,6 +134,7 @@ class _Analysis:
         self.nodes = nodes
         self.names = {n.name for n in nodes}
         self.placements: dict[TensorRef, Placement] = {}
+        self.slices: dict[TensorRef, SliceSource] = {}
         self.domain: Dims = ()
         self.split = -1
 
@@ -116,10 +144,10 @@ class _Analysis:
         for node in self.nodes:
             self._place_node(node)
         if reductions:
-            return Layout(self.domain, self.split, "row", self.placements)
-        layout = Layout(self.domain, len(self.domain), "loop", self.placements)
-        external = [r for r in self.placements if r.node not in self.names]
-        layout.split = choose_loop_split(layout, external)
+            return Layout(self.domain, self.split, "row", self.placements, self.slices)
+        layout = Layout(self.domain, len(self.domain), "loop", self.placements, self.slices)
+        reads = [r for r in self.placements if r.node not in self.names] + list(self.slices)
+        layout.split = choose_loop_split(layout, reads)
         return layout
 
     # -- the domain --------------------------------------------------------------------------
@@ -133,7 +161,7 @@ class _Analysis:
                 (ref, self.graph.info(ref).shape or ())
                 for node in self.nodes
                 if op_spec(node.op).kind is not OpKind.RESHAPE
-                for ref in [*data_inputs(node), node.output(0)]
+                for ref in [*_read_inputs(node), node.output(0)]
             ]
             return broadcast_all(shapes), -1
         first = reductions[0]
@@ -170,6 +198,8 @@ class _Analysis:
             self.placements[out] = self._place(out, FULL if keep_dims(node) else OUTER)
         elif kind is OpKind.RESHAPE:
             self._place_view(node)
+        elif kind is OpKind.SLICE:
+            self._place_slice(node)
         elif kind is OpKind.BROADCAST:
             self._place_operand(node.inputs[0], FULL, node)
             self.placements[out] = self._place(out, FULL)
@@ -194,6 +224,15 @@ class _Analysis:
         if old is not None and old != placement:
             raise LayoutError(f"{ref} is read both per row and per element")
         self.placements[ref] = placement
+
+    def _place_slice(self, node: Node) -> None:
+        src, out = node.inputs[0], node.output(0)
+        if src.node in self.names:
+            raise LayoutError(f"{node.name} slices a value computed in the group")
+        begin = slice_window(self.graph, node)
+        assert begin is not None  # node legality checked it
+        self.placements[out] = self._place(out, FULL)
+        self.slices[out] = SliceSource(src, tuple(self.graph.info(src).shape or ()), begin)
 
     def _place_view(self, node: Node) -> None:
         src, out = node.inputs[0], node.output(0)
@@ -237,6 +276,11 @@ def check_fits(ref: TensorRef, dim: int | None, axis: int | None) -> None:
     raise LayoutError(
         f"{ref}: a dimension of size {_d(dim)} does not fit a domain axis of {_d(axis)}"
     )
+
+
+def _read_inputs(node: Node) -> list[TensorRef]:
+    """The inputs whose shapes take part in the domain (a slice's source does not)."""
+    return [] if op_spec(node.op).kind is OpKind.SLICE else data_inputs(node)
 
 
 def broadcast_all(shapes: list[tuple[TensorRef, Dims]]) -> Dims:

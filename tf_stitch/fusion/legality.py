@@ -13,7 +13,7 @@ from functools import cached_property
 from tensorflow.python.framework import op_def_registry
 
 from tf_stitch.fusion.decision import Decision, allow, forbid
-from tf_stitch.fusion.layout import OUTER, Layout, fmt, reduction_axes
+from tf_stitch.fusion.layout import OUTER, Layout, fmt, reduction_axes, slice_window
 from tf_stitch.fusion.op_kinds import FUSIBLE_DTYPES, OpKind, op_spec
 from tf_stitch.graph.ir import Graph, Node, TensorRef
 from tf_stitch.graph.values import constant_value
@@ -101,6 +101,8 @@ def _op_specific(graph: Graph, node: Node) -> Decision:
     targets = node.op in ("Reshape", "ExpandDims", "BroadcastTo")
     if targets and constant_value(graph, node.inputs[1]) is None:
         return forbid(f"{node.op} target is not a constant")
+    if kind is OpKind.SLICE and slice_window(graph, node) is None:
+        return forbid("Slice bounds are not constant, or cut an axis of unknown size")
     if node.op == "Select":
         cond, x = graph.info(node.inputs[0]), graph.info(node.inputs[1])
         if cond.shape != x.shape:

@@ -3,7 +3,8 @@
 `elementwise` ops map one element of each (broadcast) operand to one output element;
 `broadcast` ops only replicate; `reduce` ops reduce over constant axes (row = innermost axes,
 column = outer axes: the planner decides which from the axes); `reshape` ops are free views;
-everything else is `opaque` and never enters a group.
+`slice` ops read a constant window of a group input in place; everything else is `opaque` and
+never enters a group.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ class OpKind(StrEnum):
     TRANSPOSE = "transpose"
     BATCH_MATMUL = "batch_matmul"
     RESHAPE = "reshape"
+    SLICE = "slice"
     OPAQUE = "opaque"
 
 
@@ -99,6 +101,8 @@ OP_TABLE: dict[str, OpSpec] = {
     "Squeeze": OpSpec(OpKind.RESHAPE, 1, 0),
     # broadcasts
     "BroadcastTo": OpSpec(OpKind.BROADCAST, 1, 0),
+    # a constant window of an input, read in place
+    "Slice": OpSpec(OpKind.SLICE, 1, 0),
     # reductions over constant axes
     "Sum": OpSpec(OpKind.REDUCE, 1, 1),
     "Mean": OpSpec(OpKind.REDUCE, 1, 1),

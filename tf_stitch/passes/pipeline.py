@@ -26,8 +26,10 @@ from tf_stitch.passes.fold_constants import fold_constants
 from tf_stitch.passes.identities import forward_identities
 from tf_stitch.passes.outline import outline
 from tf_stitch.passes.prune import prune
+from tf_stitch.passes.push_slices import push_slices
 from tf_stitch.passes.refresh_shapes import refresh_shapes
 from tf_stitch.passes.slice_views import slice_views
+from tf_stitch.passes.split_slices import split_slices
 from tf_stitch.passes.static_reshape import static_reshape
 from tf_stitch.passes.stitch import stitch
 
@@ -40,6 +42,8 @@ PIPELINE: tuple[Pass, ...] = (
     decompose_add_n,  # AddN -> AddV2 chain
     static_reshape,  # Reshape targets computed from Shape -> constants
     slice_views,  # x[:, None] and friends -> Reshape
+    split_slices,  # Split/SplitV -> one Slice per piece
+    push_slices,  # Slice(a + b) -> Slice(a) + Slice(b): slices move up to the matmuls
     fold_constant_views,  # views of constants -> constants
     fold_constants,  # small computations on constants -> constants
     forward_identities,  # again: folded permutations reveal identity Transposes
