@@ -196,4 +196,5 @@ def test_ops_with_attributes_carry_them() -> None:
 def test_unit_cost_scales_with_the_row() -> None:
     small = kernel_of(softmax, S([8, 128]))
     big = kernel_of(softmax, S([8, 256]))
-    assert big.unit_cost == 2 * small.unit_cost > 0
+    assert small.unit_cost > 0
+    assert abs(big.unit_cost - 2 * small.unit_cost) <= 1  # (rounded to whole cycles)

@@ -31,15 +31,29 @@ def test_slices_move_up_to_the_matmuls() -> None:
     assert_same_values(g, out, batch=5)
 
 
-def test_does_not_push_through_an_op_read_elsewhere() -> None:
+def test_does_not_push_through_an_expensive_op_read_elsewhere() -> None:
     def build() -> None:
         x = tf.compat.v1.placeholder(tf.float32, [None, 8], name="x")
-        y = tf.exp(x) * 2.0
+        y = tf.exp(x)
         tf.identity(tf.slice(y, [0, 2], [-1, 3]) + tf.reduce_sum(y, -1, keepdims=True), name="out")
 
     g = v1_graph(build)
     out = run_pass(push_slices, g)
     assert ops(out) == ops(g)
+    assert_same_values(g, out)
+
+
+def test_a_cheap_op_read_elsewhere_is_recomputed_on_the_slice() -> None:
+    def build() -> None:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 8], name="x")
+        y = x * 2.0
+        tf.identity(tf.slice(y, [0, 2], [-1, 3]) + tf.reduce_sum(y, -1, keepdims=True), name="out")
+
+    g = v1_graph(build)
+    out = run_pass(push_slices, g)
+    assert ops(out)["Mul"] == 2  # the original for the sum, a copy on the slice of x
+    sliced = [n for n in out if n.op == "Slice"]
+    assert [out.node(n.inputs[0].node).op for n in sliced] == ["Placeholder"]
     assert_same_values(g, out)
 
 

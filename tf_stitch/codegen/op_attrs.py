@@ -12,6 +12,8 @@ def encode_size(size: int | None, axis: int, kernel: Kernel) -> int:
     """A static size as itself; a size bound at run time as -1 - (its symbol's index)."""
     if size is not None:
         return size
+    if axis < 0:
+        raise ValueError(f"a dim of unknown size of kernel {kernel.name} is on no axis")
     name = kernel.domain[axis]
     for s, (axis_name, _, _) in enumerate(kernel.symbols):
         if axis_name == name:

@@ -40,11 +40,15 @@ class Placement:
 
 @dataclass(frozen=True)
 class SliceSource:
-    """Where a Slice in the group reads from: a group input, its shape, the window's begin."""
+    """Where a Slice in the group reads from: a group input, its shape, the window's begin,
+    and the domain axis of each of its dims (-1 for a dim the window cuts to one element: the
+    slice is placed without it, so `x[:, t]`-style windows need no reshape around them)."""
 
     tensor: TensorRef
     dims: Dims
     begin: tuple[int, ...]
+    axes: tuple[int, ...]
+    window: Dims
 
 
 @dataclass
@@ -158,7 +162,7 @@ class _Analysis:
                     raise LayoutError(f"{ref} has an unknown rank")
         if not reductions:
             shapes = [
-                (ref, self.graph.info(ref).shape or ())
+                (ref, _domain_shape(self.graph, node, ref))
                 for node in self.nodes
                 if op_spec(node.op).kind is not OpKind.RESHAPE
                 for ref in [*_read_inputs(node), node.output(0)]
@@ -231,8 +235,19 @@ class _Analysis:
             raise LayoutError(f"{node.name} slices a value computed in the group")
         begin = slice_window(self.graph, node)
         assert begin is not None  # node legality checked it
-        self.placements[out] = self._place(out, FULL)
-        self.slices[out] = SliceSource(src, tuple(self.graph.info(src).shape or ()), begin)
+        source = tuple(self.graph.info(src).shape or ())
+        window = tuple(self.graph.info(out).shape or ())
+        kept = [
+            i
+            for i, (s, w) in enumerate(zip(source, window, strict=True))
+            if not (w == 1 and s != 1)
+        ]
+        placement = self._place_dims(out, tuple(window[i] for i in kept), FULL)
+        axes = [-1] * len(source)
+        for i, axis in zip(kept, placement.axes, strict=True):
+            axes[i] = axis
+        self.placements[out] = placement
+        self.slices[out] = SliceSource(src, source, begin, tuple(axes), window)
 
     def _place_view(self, node: Node) -> None:
         src, out = node.inputs[0], node.output(0)
@@ -259,6 +274,9 @@ class _Analysis:
     def _place(self, ref: TensorRef, frame: str) -> Placement:
         dims = self.graph.info(ref).shape
         assert dims is not None
+        return self._place_dims(ref, tuple(dims), frame)
+
+    def _place_dims(self, ref: TensorRef, dims: Dims, frame: str) -> Placement:
         if frame == OUTER and self.split < 0:
             raise LayoutError(f"{ref}: no outer frame in an elementwise group")
         width = self.split if frame == OUTER else len(self.domain)
@@ -281,6 +299,16 @@ def check_fits(ref: TensorRef, dim: int | None, axis: int | None) -> None:
 def _read_inputs(node: Node) -> list[TensorRef]:
     """The inputs whose shapes take part in the domain (a slice's source does not)."""
     return [] if op_spec(node.op).kind is OpKind.SLICE else data_inputs(node)
+
+
+def _domain_shape(graph: Graph, node: Node, ref: TensorRef) -> Dims:
+    """The shape a tensor contributes to the domain: a slice's window without the dims it cuts
+    to a single element."""
+    shape = tuple(graph.info(ref).shape or ())
+    if op_spec(node.op).kind is OpKind.SLICE and ref == node.output(0):
+        source = graph.info(node.inputs[0]).shape or ()
+        return tuple(w for s, w in zip(source, shape, strict=True) if not (w == 1 and s != 1))
+    return shape
 
 
 def broadcast_all(shapes: list[tuple[TensorRef, Dims]]) -> Dims:

@@ -136,6 +136,8 @@ def outputs_legality(layout: Layout, outputs: list[TensorRef]) -> Decision:
     """Each output must be written exactly once: dense over the domain, or one value per row."""
     domain, split = layout.domain, layout.split
     for ref in outputs:
+        if ref in layout.slices:
+            return forbid(f"output {ref} is a window of an input: a kernel would only copy it")
         p = layout.placements[ref]
         nontrivial = [(a, d) for a, d in zip(p.axes, p.dims, strict=True) if d != 1]
         dense = [(a, d) for a, d in enumerate(domain) if d != 1]

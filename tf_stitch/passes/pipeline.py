@@ -14,6 +14,7 @@ from collections import Counter
 
 from tf_stitch.graph.ir import Graph
 from tf_stitch.passes.base import Options, Pass, PassContext
+from tf_stitch.passes.batch_matmuls import batch_matmuls
 from tf_stitch.passes.cleanup import cleanup
 from tf_stitch.passes.constant_views import fold_constant_views
 from tf_stitch.passes.control_deps import drop_pure_control_deps
@@ -42,6 +43,7 @@ PIPELINE: tuple[Pass, ...] = (
     decompose_add_n,  # AddN -> AddV2 chain
     static_reshape,  # Reshape targets computed from Shape -> constants
     slice_views,  # x[:, None] and friends -> Reshape
+    batch_matmuls,  # an unrolled RNN's per-step input projections -> one matmul
     split_slices,  # Split/SplitV -> one Slice per piece
     push_slices,  # Slice(a + b) -> Slice(a) + Slice(b): slices move up to the matmuls
     fold_constant_views,  # views of constants -> constants
