@@ -68,5 +68,6 @@ def test_the_package_exports_only_the_public_api() -> None:
         "count_launches",
         "explain",
         "function",
+        "generated_code",
         "optimize",
     }

@@ -2,7 +2,7 @@
 TensorFlow. The public API, nothing else."""
 
 from tf_stitch.launches import LaunchReport, count_launches
-from tf_stitch.optimize import OptimizedFunction, explain, function, optimize
+from tf_stitch.optimize import OptimizedFunction, explain, function, generated_code, optimize
 
 __version__ = "0.1.0"
 
@@ -12,5 +12,6 @@ __all__ = [
     "count_launches",
     "explain",
     "function",
+    "generated_code",
     "optimize",
 ]

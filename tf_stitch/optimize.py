@@ -142,6 +142,23 @@ def explain(obj: Any, **kwargs: Any) -> str:
     return format_context(ctx)
 
 
+def generated_code(obj: Any, **kwargs: Any) -> dict[str, str]:
+    """The generated source of every stitched kernel of `obj`, by kernel node name.
+
+    Accepts what `optimize` accepts (the kernels are generated, not compiled), or its result.
+    """
+    if isinstance(obj, OptimizedFunction):
+        return {k.node: k.source for k in obj.kernels}
+    frontend = frontends.load(
+        obj,
+        inputs=kwargs.get("inputs"),
+        outputs=kwargs.get("outputs"),
+        input_signature=kwargs.get("input_signature"),
+    )
+    _, ctx = run_pipeline(frontend.graph, Options(compile=False))
+    return {k.node: k.source for k in ctx.kernels}
+
+
 def format_context(ctx: PassContext) -> str:
     lines = [f"tf_stitch: {len(ctx.kernels)} stitched kernel(s)"]
     for k in ctx.kernels:

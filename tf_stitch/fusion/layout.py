@@ -338,12 +338,15 @@ MIN_LOOP_ROW = 64
 def choose_loop_split(layout: Layout, inputs: list[TensorRef]) -> int:
     """The split of an elementwise group: the most outer axes (the most parallel units) whose
     rows are at least MIN_LOOP_ROW long (or as long as they get), among the splits at which
-    every input reads its row contiguously or not at all."""
+    every input (or window of an input) reads its row contiguously or not at all."""
     domain = layout.domain
     valid = [
         split
         for split in range(layout.rank + 1)
-        if all(_inner_access(layout.placements[r], domain, split) != "general" for r in inputs)
+        if all(
+            _inner_access(layout.placements[r], domain, split, _cut_axes(layout, r)) != "general"
+            for r in inputs
+        )
     ]
     for split in sorted(valid, reverse=True):
         row = 1
@@ -354,12 +357,24 @@ def choose_loop_split(layout: Layout, inputs: list[TensorRef]) -> int:
     return min(valid) if valid else layout.rank
 
 
-def _inner_access(p: Placement, domain: Dims, split: int) -> str:
-    inner = range(split, len(domain))
+def _cut_axes(layout: Layout, ref: TensorRef) -> set[int]:
+    """Domain axes along which a slice's window is narrower than its source."""
+    source = layout.slices.get(ref)
+    if source is None:
+        return set()
+    return {
+        a
+        for a, w, s in zip(source.axes, source.window, source.dims, strict=True)
+        if a >= 0 and w != s
+    }
+
+
+def _inner_access(p: Placement, domain: Dims, split: int, cut: set[int]) -> str:
+    inner = [a for a in range(split, len(domain)) if domain[a] != 1]
     bcast = p.broadcast_axes(domain)
     if all(a in bcast for a in inner):
         return "zero"
-    if all(a not in bcast or domain[a] == 1 for a in inner):
+    if all(a not in bcast for a in inner) and not cut & set(inner[1:]):
         return "contiguous"
     return "general"
 

@@ -27,6 +27,7 @@ class MemoryPlan:
     budget: int
     buffered: dict[TensorRef, int] = field(default_factory=dict)  # value -> bytes per block
     decisions: dict[TensorRef, Decision] = field(default_factory=dict)
+    bytes_before_shrink: int = 0
 
     @property
     def bytes_per_block(self) -> int:
@@ -39,7 +40,10 @@ class MemoryPlan:
             f"{ref}: {'buffer' if d.ok else 'recompute'} ({d.reason})"
             for ref, d in self.decisions.items()
         ]
-        return f"{self.bytes_per_block} B on chip per block; " + "; ".join(parts)
+        sizes = f"{self.bytes_per_block} B on chip per block"
+        if self.bytes_before_shrink != self.bytes_per_block:
+            sizes += f" ({self.bytes_before_shrink} B before shrink, budget {self.budget} B)"
+        return f"{sizes}; " + "; ".join(parts)
 
 
 def plan_memory(
@@ -65,6 +69,7 @@ def plan_memory(
         else:
             plan.buffered[ref] = row_elems * _ITEMSIZE.get(graph.info(ref).dtype, 4)
             plan.decisions[ref] = allow(f"cost {cost}, {plan.buffered[ref]} B")
+    plan.bytes_before_shrink = plan.bytes_per_block
     # Shrink: recompute the cheapest buffered values until the block fits the budget.
     for ref in sorted(plan.buffered, key=lambda r: costs[r]):
         if plan.bytes_per_block <= budget:

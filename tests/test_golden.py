@@ -1,0 +1,99 @@
+"""Golden files: the C++ generated for five representative kernels is pinned (STYLE item 9).
+
+The kernels come from `tf_stitch.generated_code`, i.e. the whole pipeline (decompositions,
+slices, planning, lowering, emission), so any change that alters generated code shows up here as
+a diff. Only the kernel itself is compared, from the first `extern "C"` line on: the math header
+and the op helpers above it may change without touching these files.
+
+The files change only on request. If the change is intended, regenerate them and review the diff:
+
+    TF_STITCH_UPDATE_GOLDEN=1 pytest tests/test_golden.py
+    git diff tests/golden/
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tensorflow as tf
+
+import tf_stitch
+
+GOLDEN_DIR = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("TF_STITCH_UPDATE_GOLDEN") == "1"
+S = tf.TensorSpec
+
+
+def layer_norm(x: tf.Tensor) -> tf.Tensor:
+    m = tf.reduce_mean(x, -1, keepdims=True)
+    v = tf.reduce_mean(tf.square(x - m), -1, keepdims=True)
+    return (x - m) * tf.math.rsqrt(v + 1e-5) * 1.5 + 0.25
+
+
+def softmax(x: tf.Tensor) -> tf.Tensor:
+    return tf.nn.softmax(x)
+
+
+def bias_gelu(x: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
+    y = x + b
+    return 0.5 * y * (1.0 + tf.tanh(0.7978845608 * (y + 0.044715 * tf.pow(y, 3.0))))
+
+
+def lstm_gates(zx: tf.Tensor, zh: tf.Tensor, c: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """An LSTM step after its two matmuls: the gates are windows of the matmul outputs."""
+    i, f, g, o = tf.split(zx + zh + 0.1, 4, axis=1)
+    c2 = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
+    return tf.sigmoid(o) * tf.tanh(c2), c2
+
+
+def siblings(a: tf.Tensor, b: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """Two independent regions of one layer: one kernel with two outputs."""
+    return tf.nn.relu(a * 2.0 + 1.0), tf.sigmoid(b) * 3.0
+
+
+KERNELS: dict[str, tuple[Callable[..., Any], list[tf.TensorSpec]]] = {
+    "layer_norm": (layer_norm, [S([None, 64])]),
+    "softmax": (softmax, [S([8, 128])]),
+    "bias_gelu": (bias_gelu, [S([None, 32]), S([32])]),
+    "lstm_gates": (lstm_gates, [S([None, 64]), S([None, 64]), S([None, 16])]),
+    "siblings": (siblings, [S([None, 24]), S([None, 24])]),
+}
+
+
+def kernel_text(name: str) -> str:
+    """The generated kernel of `name`, from its first `extern "C"` line on."""
+    fn, specs = KERNELS[name]
+    sources = tf_stitch.generated_code(tf.function(fn, input_signature=specs))
+    assert len(sources) == 1, sorted(sources)
+    (source,) = sources.values()
+    start = source.index('extern "C"')
+    assert source.rfind("\n", 0, start) == start - 1, 'extern "C" should start a line'
+    return source[start:]
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_generated_kernel_matches_golden_file(name: str) -> None:
+    path = GOLDEN_DIR / f"{name}.cc"
+    text = kernel_text(name)
+    if UPDATE:
+        GOLDEN_DIR.mkdir(exist_ok=True)
+        path.write_text(text)
+    assert path.exists(), f"no golden file {path}; run TF_STITCH_UPDATE_GOLDEN=1 pytest {__file__}"
+    assert text == path.read_text(), (
+        f"the C++ generated for {name} changed; if intended, regenerate with "
+        "TF_STITCH_UPDATE_GOLDEN=1 pytest tests/test_golden.py and review the diff"
+    )
+
+
+def test_every_golden_file_has_a_kernel() -> None:
+    assert sorted(p.stem for p in GOLDEN_DIR.glob("*.cc")) == sorted(KERNELS)
+
+
+def test_generated_code_of_an_optimized_function_is_what_runs() -> None:
+    fn = tf.function(softmax, input_signature=KERNELS["softmax"][1])
+    optimized = tf_stitch.optimize(fn)
+    assert tf_stitch.generated_code(optimized) == tf_stitch.generated_code(fn)
