@@ -25,44 +25,15 @@ from typing import Any
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np
 import tensorflow as tf
 
-import tf_stitch
+from benchmarks.compare import compare
 from benchmarks.workloads import WORKLOADS
-from tf_stitch.profiler.timing import interleaved
 
 
 def measure(name: str, rounds: int) -> dict[str, Any]:
     w = WORKLOADS[name].build()
-    original = tf.function(w.fn, input_signature=w.input_signature)
-    xla = tf.function(w.fn, jit_compile=True)
-    optimized = tf_stitch.optimize(original)
-    expected = tf.nest.flatten(original(*w.inputs))
-    got = tf.nest.flatten(optimized(*w.inputs))
-    error = max(
-        float(np.max(np.abs(e.numpy() - g.numpy()))) for e, g in zip(expected, got, strict=True)
-    )
-    report = tf_stitch.count_launches(optimized, *w.inputs)
-    latency = interleaved(
-        {
-            "TensorFlow": lambda: original(*w.inputs),
-            "XLA:CPU": lambda: xla(*w.inputs),
-            "tf_stitch": lambda: optimized(*w.inputs),
-        },
-        rounds=rounds,
-        warmup=3,
-    )
-    return {
-        "kernels": {
-            "TensorFlow": report.tf,
-            "XLA:CPU": report.xla_cpu,
-            "tf_stitch": report.tf_stitch,
-        },
-        "latency": latency,
-        "max_abs_error": error,
-        "stitched_kernels": len(optimized.kernels),
-    }
+    return compare(w.fn, w.input_signature, w.inputs, rounds)
 
 
 def main() -> int:

@@ -17,15 +17,17 @@ import os
 import platform
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tensorflow as tf
 
-import tf_stitch
+from benchmarks.compare import compare
 from tf_stitch.models.encoder import encoder_layer
-from tf_stitch.profiler.timing import Latency, interleaved
+from tf_stitch.profiler.timing import Latency
 
 
 def layer_norm_gelu(x: tf.Tensor, g: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
@@ -57,28 +59,7 @@ def measure(fn: Callable[..., Any], inputs: list[tf.Tensor], rounds: int) -> dic
         else tf.TensorSpec(t.shape, t.dtype)
         for t in inputs
     ]
-    graph_fn = tf.function(fn, input_signature=specs)
-    xla_fn = tf.function(fn, jit_compile=True)
-    optimized = tf_stitch.optimize(graph_fn)
-    report = tf_stitch.count_launches(optimized, *inputs)
-    latency = interleaved(
-        {
-            "TensorFlow": lambda: graph_fn(*inputs),
-            "XLA:CPU": lambda: xla_fn(*inputs),
-            "tf_stitch": lambda: optimized(*inputs),
-        },
-        rounds=rounds,
-        warmup=3,
-    )
-    return {
-        "kernels": {
-            "TensorFlow": report.tf,
-            "XLA:CPU": report.xla_cpu,
-            "tf_stitch": report.tf_stitch,
-        },
-        "latency": latency,
-        "notes": report.notes,
-    }
+    return compare(fn, specs, inputs, rounds)
 
 
 def _row(name: str, kernels: int | None, lat: Latency) -> str:
