@@ -36,9 +36,10 @@ def batch_matmuls(graph: Graph, ctx: PassContext) -> Graph:
         if lhs is None or lhs.op != "Unpack" or int(lhs.attrs.get("axis", 0)) != 0:
             continue
         families[(lhs.name, node.inputs[1], bool(node.attrs.get("transpose_b")))].append(node)
-    for (unpack, weights, transpose_b), matmuls in families.items():
+    # (transpose_b is part of the key: the copied MatMul attributes carry it)
+    for (unpack, weights, _), matmuls in families.items():
         if len(matmuls) >= 2:
-            _batch(out, out.node(unpack), weights, transpose_b, matmuls)
+            _batch(out, out.node(unpack), weights, matmuls)
     return out
 
 
@@ -53,9 +54,7 @@ def _batch_major_source(graph: Graph, x: TensorRef) -> TensorRef | None:
     return node.inputs[0]
 
 
-def _batch(
-    graph: Graph, unpack: Node, weights: TensorRef, transpose_b: bool, matmuls: list[Node]
-) -> None:
+def _batch(graph: Graph, unpack: Node, weights: TensorRef, matmuls: list[Node]) -> None:
     x = unpack.inputs[0]
     batch_major = _batch_major_source(graph, x)
     shape = graph.info(x).shape
@@ -107,4 +106,3 @@ def _batch(
         graph.add(
             Node(mm.name, "Reshape", [piece, target], attrs, list(mm.outputs), device=mm.device)
         )
-    del transpose_b  # carried by the copied MatMul attributes
