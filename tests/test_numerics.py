@@ -209,14 +209,43 @@ CASES = [
     ),
     Case("add_n", lambda a, b, c: tf.tanh(tf.add_n([a, b, c])), [spec(None, 8)] * 3, 1),
     Case("batch_norm_relu", _batch_norm, [spec(None, 4, 4, 16)], 1),
-    Case(
+    Case(  # the matmul is a tile of the second kernel; its operand comes from the first
         "matmul_between",
         lambda x, w: tf.nn.relu(tf.matmul(tf.tanh(x) * 2.0, w) + 1.0) * 3.0,
         [spec(None, 8), spec(8, 8)],
         2,
+    ),
+    Case(  # transposed operands are not tiled: the matmul stays a library call between kernels
+        "matmul_transposed_between",
+        lambda x, w: tf.nn.relu(tf.matmul(tf.tanh(x) * 2.0, w, transpose_b=True) + 1.0) * 3.0,
+        [spec(None, 8), spec(8, 8)],
+        2,
         {"MatMul": 1},
     ),
+    Case(  # an LSTM cell: the recurrent matmul, its four gate windows and the update, one kernel
+        "lstm_cell",
+        lambda h, c, xw, u: _lstm_cell(h, c, xw, u),
+        [spec(None, 16), spec(None, 16), spec(None, 64), spec(16, 64)],
+        1,
+    ),
+    Case(  # columns not a multiple of the vector width, several rows per block, a tile output
+        "matmul_odd_columns_and_output",
+        lambda x, w: _matmul_and_epilogue(x, w),
+        [spec(None, 21), spec(21, 83)],
+        1,
+    ),
 ]
+
+
+def _matmul_and_epilogue(x: tf.Tensor, w: tf.Tensor) -> Any:
+    m = tf.matmul(x, w)
+    return m, tf.sigmoid(m) * 2.0 + 1.0
+
+
+def _lstm_cell(h: tf.Tensor, c: tf.Tensor, xw: tf.Tensor, u: tf.Tensor) -> Any:
+    i, f, g, o = tf.split(xw + tf.matmul(h, u), 4, axis=1)
+    c2 = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
+    return tf.sigmoid(o) * tf.tanh(c2), c2
 
 
 def _counted_ops(graph_def: Any) -> Counter[str]:

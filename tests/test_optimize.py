@@ -121,7 +121,7 @@ def test_explain_lists_kernels_and_reasons() -> None:
             input_signature=[SIG[0], tf.TensorSpec([32, 32])],
         )
     )
-    assert "MatMul is opaque to the fuser" in refused
+    assert "operand Exp:0 is computed in the group" in refused
 
 
 @pytest.mark.parametrize(

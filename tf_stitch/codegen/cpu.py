@@ -4,7 +4,8 @@ The kernel is a shared library exporting the StitchedKernel ABI (`ts_abi_version
 `ts_run` processes rows [begin, end): the op hands ranges of rows to TensorFlow's intra-op thread
 pool. Within a row, each stage is a loop over the row's elements; loops that reduce keep
 `LANES` partial results so that the compiler vectorizes them without -ffast-math (which would
-change NaN semantics).
+change NaN semantics). Kernels with matmul tiles run their rows in blocks: each block first
+computes its rows of every tile (`cpu_matmul.h`), then runs its rows.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ LANES = 16
 # Row buffers up to this size are stack arrays; larger ones are allocated once per call.
 STACK_BUFFER_BYTES = 64 * 1024
 ABI_VERSION = 1
+# Matmul tiles narrower than one vector of columns take dot products over k instead.
+NARROW_COLUMNS = 16
 _CTYPE = {"float32": "float", "bool": "bool"}
 
 # Scalar expression of each op; {0}, {1}, {2} are the operands.
@@ -120,8 +123,8 @@ static inline float ts_selu(float a) {
 
 
 @cache
-def _math_header() -> str:
-    return (resources.files("tf_stitch.codegen") / "cpu_math.h").read_text()
+def _header(name: str) -> str:
+    return (resources.files("tf_stitch.codegen") / name).read_text()
 
 
 def emit_cpu(kernel: Kernel) -> str:
@@ -132,7 +135,7 @@ def emit_cpu(kernel: Kernel) -> str:
 class _Emitter:
     def __init__(self, kernel: Kernel) -> None:
         self.k = kernel
-        self.params = {p.name: p for p in kernel.inputs + kernel.outputs}
+        self.params = {p.name: p for p in kernel.inputs + kernel.outputs + kernel.tile_params}
         self.reductions = {r.name: r for r in kernel.reductions}
         self.lines: list[str] = []
 
@@ -145,7 +148,8 @@ class _Emitter:
             "#include <cstdint>",
             "#include <memory>",
             "",
-            _math_header(),
+            _header("cpu_math.h"),
+            *([_header("cpu_matmul.h")] if k.tiles else []),
             _OPS_PRELUDE,
             f'extern "C" int ts_abi_version(void) {{ return {ABI_VERSION}; }}',
             "",
@@ -154,15 +158,53 @@ class _Emitter:
         ]
         self.lines = head
         self._prologue()
-        self._emit("for (int64_t r = ts_begin; r < ts_end; ++r) {", 1)
+        if k.tiles:
+            step = k.block_rows
+            self._emit(f"for (int64_t ts_b0 = ts_begin; ts_b0 < ts_end; ts_b0 += {step}) {{", 1)
+            self._block_tiles()
+            self._emit("for (int64_t r = ts_b0; r < ts_b1; ++r) {", 1)
+        else:
+            self._emit("for (int64_t r = ts_begin; r < ts_end; ++r) {", 1)
         self._row_offsets()
         for loop, stmts in enumerate(k.loops):
             self._stmts(k.row_stmts[loop], 2, row=True)
             self._loop(loop, stmts)
         self._stmts(k.row_stmts[len(k.loops)], 2, row=True)
         self._emit("}", 1)
+        if k.tiles:
+            self._emit("}", 1)
         self._emit("}")
         return "\n".join(self.lines) + "\n"
+
+    def _block_tiles(self) -> None:
+        """A block's rows [ts_b0, ts_b1) of every tile, then the pointers that read them."""
+        k = self.k
+        self._emit(
+            f"const int64_t ts_b1 = ts_b0 + {k.block_rows} < ts_end ? ts_b0 + {k.block_rows} "
+            ": ts_end;",
+            1,
+        )
+        for t in k.tiles:
+            dest = f"{t.out} + ts_b0 * {t.n}" if t.out else f"{t.name}_buf"
+            self._emit(f"float* {t.name} = {dest};", 1)
+            k0 = 0
+            for i, seg in enumerate(t.segments):
+                a = f"{seg.param} + ts_b0 * {seg.row_stride}" + (
+                    f" + {seg.offset}" if seg.offset else ""
+                )
+                add = "true" if i else "false"
+                if t.n < NARROW_COLUMNS:
+                    b, ldb, fn = f"{t.name}_bt + {k0}", t.k, "ts_matmul_narrow"
+                else:
+                    b, ldb, fn = f"{t.b} + {k0 * t.n}", t.n, "ts_matmul"
+                self._emit(
+                    f"{fn}({a}, {seg.row_stride}, {b}, {ldb}, {t.name}, {t.n}, "
+                    f"ts_b1 - ts_b0, {seg.width}, {t.n}, {add});",
+                    1,
+                )
+                k0 += seg.width
+        for p in k.tile_params:
+            self._emit(f"const float* __restrict {p.name} = {p.tile};", 1)
 
     def _emit(self, text: str, depth: int = 0) -> None:
         self.lines.append("  " * depth + text)
@@ -189,12 +231,27 @@ class _Emitter:
             else:  # large row buffers live on the heap, once per call
                 self._emit(f"std::unique_ptr<{ct}[]> {b.name}_owner(new {ct}[{b.elements}]);", 1)
                 self._emit(f"{ct}* __restrict {b.name} = {b.name}_owner.get();", 1)
+        for t in k.tiles:
+            if t.n < NARROW_COLUMNS:  # the right operand transposed, once per call
+                self._array(f"{t.name}_bt", t.k * t.n)
+                self._emit(f"ts_transpose({t.b}, {t.n}, {t.name}_bt, {t.k}, {t.k}, {t.n});", 1)
+            if not t.out:
+                self._array(f"{t.name}_buf", k.block_rows * t.n)
         self._emit("(void)ts_sym;", 1)
 
+    def _array(self, name: str, size: int) -> None:
+        if size * 4 <= STACK_BUFFER_BYTES:
+            self._emit(f"float {name}[{size}];", 1)
+        else:
+            self._emit(f"std::unique_ptr<float[]> {name}_owner(new float[{size}]);", 1)
+            self._emit(f"float* {name} = {name}_owner.get();", 1)
+
     def _row_offsets(self) -> None:
-        for p in self.k.inputs + self.k.outputs:
+        for p in self.k.inputs + self.k.outputs + self.k.tile_params:
             a = p.access
-            if a.outer == "zero":
+            if p.tile and a.outer != "zero":  # a tile holds the block's rows only
+                self._emit(f"const int64_t {p.name}_r = (r - ts_b0) * ({a.row_stride});", 2)
+            elif a.outer == "zero":
                 self._emit(f"const int64_t {p.name}_r = 0;", 2)
             elif a.outer == "contiguous":
                 self._emit(f"const int64_t {p.name}_r = r * ({a.row_stride});", 2)

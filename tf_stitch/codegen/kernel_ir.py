@@ -2,7 +2,9 @@
 
 A kernel runs one *unit* per point of the outer axes (a row). For each row it runs
 `row_stmts[0]`, then loop 0 over the row's inner elements, then `row_stmts[1]` (reduction results
-and per-row values that need them), loop 1, ... Statements are in SSA form over named scalars.
+and per-row values that need them), loop 1, ... Rows run in blocks of `block_rows`: before a
+block's rows, each matmul tile of the kernel is computed for the block's rows. Statements are
+in SSA form over named scalars.
 Both emitters (C++ for CPU, CUDA for GPU) print this IR; neither sees the TensorFlow graph.
 """
 
@@ -42,6 +44,32 @@ class Param:
     axes: tuple[int, ...]  # the domain axis of each dim
     access: Access
     per_row: bool  # one value per row (loaded or stored once per row)
+    tile: str = ""  # a read of a matmul tile (not a kernel input): the tile's name
+
+
+@dataclass(frozen=True)
+class TileSegment:
+    """`width` columns of a matmul's left operand: input param `param` from element `offset`
+    of row 0, `row_stride` elements between rows."""
+
+    param: str
+    offset: int
+    row_stride: int
+    width: int
+
+
+@dataclass(frozen=True)
+class Tile:
+    """left @ `b` for the rows of each block: the left operand's columns are `segments` (in
+    order; widths sum to k), `b` is an input param [k, n]; into the tile `name`
+    ([block_rows, n]), or into output param `out`."""
+
+    name: str
+    segments: tuple[TileSegment, ...]
+    b: str
+    k: int
+    n: int
+    out: str = ""
 
 
 # -- expressions --------------------------------------------------------------------------------
@@ -144,6 +172,9 @@ class Kernel:
     schedule: str = ""
     members: list[str] = field(default_factory=list)
     unit_cost: int = 1
+    tiles: list[Tile] = field(default_factory=list)
+    tile_params: list[Param] = field(default_factory=list)  # reads of tiles
+    block_rows: int = 1
 
     @property
     def outer(self) -> tuple[Size, ...]:

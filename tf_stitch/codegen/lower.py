@@ -9,6 +9,7 @@ plan buffered it, else recomputed there; per-row values are computed once per ro
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from tf_stitch.codegen.kernel_ir import (
     Access,
@@ -27,9 +28,11 @@ from tf_stitch.codegen.kernel_ir import (
     Reduction,
     Size,
     Store,
+    Tile,
+    TileSegment,
     Var,
 )
-from tf_stitch.fusion.layout import Placement, SliceSource, data_inputs
+from tf_stitch.fusion.layout import MatMulTile, Placement, SliceSource, data_inputs
 from tf_stitch.fusion.op_kinds import OpKind, op_spec
 from tf_stitch.fusion.planner import Group
 from tf_stitch.graph.ir import Graph, Node, TensorRef
@@ -42,6 +45,9 @@ _ROW_GUESS = 256  # elements per row assumed for cost estimates when the row siz
 # about 2 and 4.5 cycles per element).
 CYCLES_PER_COST = 0.06
 CYCLES_PER_ELEMENT = 1.0
+# Multiply-adds per cycle of the matmul tile (cpu_matmul.h; measured about 35 on one Sapphire
+# Rapids core with AVX-512).
+MATMUL_MACS_PER_CYCLE = 32
 
 
 class LoweringError(Exception):
@@ -161,6 +167,8 @@ class _Lowerer:
         self.literals: dict[TensorRef, Lit] = {}
         self.slice_params: dict[tuple[TensorRef, tuple[int | None, ...]], Param] = {}
         self.slice_loads: dict[TensorRef, tuple[Param, Size]] = {}
+        self.raw_params: dict[TensorRef, Param] = {}  # matmul operands, read whole
+        self.tile_names: dict[TensorRef, Tile] = {}
 
     def run(self) -> Kernel:
         self._bind_inputs()
@@ -169,7 +177,8 @@ class _Lowerer:
             if op_spec(node.op).kind is OpKind.REDUCE:
                 self._reduce(node)
         for ref, param in zip(self.group.outputs, self.kernel.outputs, strict=True):
-            self._store(ref, param)
+            if ref not in self.layout.tiles:  # tiles are written whole, per block
+                self._store(ref, param)
         k = self.kernel
         while self.loops and not self.loops[-1]:
             self.loops.pop()
@@ -182,13 +191,15 @@ class _Lowerer:
         k.schedule = str(self.group.schedule)
         k.members = [f"{n.name} ({n.op})" for n in self.group.nodes]
         k.unit_cost = self._unit_cost()
+        k.tiles = list(self.tile_names.values())
+        k.block_rows = self.group.memory.block_rows if k.tiles else 1
         return k
 
     # -- parameters -------------------------------------------------------------------------
     def _bind_inputs(self) -> None:
         for ref in self.group.inputs:
             if ref not in self.layout.placements:
-                continue  # read only through slices (below)
+                continue  # read only through slices or by matmuls (below)
             info = self.graph.info(ref)
             value = scalar_constant(self.graph, ref)
             if value is not None and info.dtype in _LITERAL_DTYPES:
@@ -197,29 +208,70 @@ class _Lowerer:
             param = self._param(ref, f"in{len(self.kernel.inputs)}", len(self.kernel.inputs))
             self.kernel.inputs.append(param)
             self.params[ref] = param
+        for ref, tile in self.layout.tiles.items():
+            self._bind_tile(ref, tile)
         for out, source in self.layout.slices.items():
             self._slice_param(out, source)
         for axis, size in enumerate(self.domain):
             if isinstance(size, str):
                 self.kernel.symbols.append((size, *self._bind_symbol(axis)))
 
-    def _slice_param(self, out: TensorRef, source: SliceSource) -> None:
-        """One kernel input per (source tensor, window shape); each slice loads at an offset."""
-        key = (source.tensor, source.window)
-        param = self.slice_params.get(key)
-        if param is None:
+    def _bind_tile(self, ref: TensorRef, tile: MatMulTile) -> None:
+        """The operands of a matmul as whole-tensor inputs; a direct read of its result."""
+        row_axis = self.layout.split - 1
+        segments = []
+        for seg in tile.segments:
+            rank = len(self.graph.info(seg.tensor).shape or ())
+            param = self._raw_param(seg.tensor, (row_axis,) + (-1,) * (rank - 1))
+            segments.append(TileSegment(param.name, seg.offset, seg.row_stride, seg.width))
+        b = self._raw_param(tile.b, (-1, -1))
+        name = f"t{len(self.tile_names)}"
+        self.tile_names[ref] = Tile(name, tuple(segments), b.name, tile.k, tile.n)
+        if ref in self.layout.placements:
+            param = replace(self._param(ref, f"{name}r", -1), tile=name)
+            self.kernel.tile_params.append(param)
+            self.params[ref] = param
+
+    def _raw_param(self, ref: TensorRef, axes: tuple[int, ...]) -> Param:
+        if ref not in self.raw_params:
             index = len(self.kernel.inputs)
+            info = self.graph.info(ref)
+            rank = len(self.domain)
             param = Param(
                 index,
                 f"in{index}",
+                str(ref),
+                info.dtype,
+                tuple(info.shape or ()),
+                axes,
+                Access((0,) * rank, "zero", "zero", 0),
+                False,
+            )
+            self.kernel.inputs.append(param)
+            self.raw_params[ref] = param
+        return self.raw_params[ref]
+
+    def _slice_param(self, out: TensorRef, source: SliceSource) -> None:
+        """One kernel input per (source tensor, window shape); each slice loads at an offset.
+        A window of a matmul tile reads the tile instead."""
+        key = (source.tensor, source.window)
+        param = self.slice_params.get(key)
+        if param is None:
+            tile = self.tile_names.get(source.tensor)
+            index = -1 if tile else len(self.kernel.inputs)
+            name = f"{tile.name}w{len(self.kernel.tile_params)}" if tile else f"in{index}"
+            param = Param(
+                index,
+                name,
                 str(source.tensor),
                 self.graph.info(source.tensor).dtype,
                 tuple(source.dims),
                 tuple(source.axes),
                 slice_access(source, self.domain, self.layout.split),
                 self.layout.is_row_level(out),
+                tile.name if tile else "",
             )
-            self.kernel.inputs.append(param)
+            (self.kernel.tile_params if tile else self.kernel.inputs).append(param)
             self.slice_params[key] = param
         sizes = tuple(self.domain[a] if a >= 0 else 1 for a in source.axes)
         offset: Size = 0
@@ -237,7 +289,27 @@ class _Lowerer:
 
     def _bind_outputs(self) -> None:
         for i, ref in enumerate(self.group.outputs):
-            self.kernel.outputs.append(self._param(ref, f"out{i}", i))
+            tile = self.tile_names.get(ref)
+            if tile is None:
+                self.kernel.outputs.append(self._param(ref, f"out{i}", i))
+                continue
+            param = self._raw_param_like(ref, f"out{i}", i)
+            self.kernel.outputs.append(param)
+            self.tile_names[ref] = replace(tile, out=param.name)
+
+    def _raw_param_like(self, ref: TensorRef, name: str, index: int) -> Param:
+        info = self.graph.info(ref)
+        rank = len(self.domain)
+        return Param(
+            index,
+            name,
+            str(ref),
+            info.dtype,
+            tuple(info.shape or ()),
+            (self.layout.split - 1, -1),
+            Access((0,) * rank, "zero", "zero", 0),
+            False,
+        )
 
     def _param(self, ref: TensorRef, name: str, index: int) -> Param:
         placement = self.layout.placements[ref]
@@ -370,7 +442,9 @@ class _Lowerer:
         for d in self.layout.inner:
             row *= d if d is not None else _ROW_GUESS
         ops = sum(op_spec(n.op).cost for n in self.group.nodes)
-        return max(1, round(row * (ops * CYCLES_PER_COST + CYCLES_PER_ELEMENT)))
+        macs = sum(t.k * t.n for t in self.layout.tiles.values())
+        cycles = row * (ops * CYCLES_PER_COST + CYCLES_PER_ELEMENT) + macs / MATMUL_MACS_PER_CYCLE
+        return max(1, round(cycles))
 
 
 def _attrs(node: Node) -> tuple[tuple[str, float | str | bool], ...]:

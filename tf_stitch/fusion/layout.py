@@ -7,6 +7,10 @@ of the tensor maps to domain axis `axes[i]`; a size-1 dimension on a larger axis
 Tensors live in the `full` frame (right-aligned to the whole domain, numpy style) or, for the
 results of reductions without keepdims, in the `outer` frame (right-aligned to the outer axes).
 
+A small MatMul in the group is a *tile*: computed per block of rows from two group inputs before
+the block's rows run, then read by the group like an input (directly or through slices). Its
+rows must be the domain's rows, so a block computes exactly the rows it needs.
+
 Unknown sizes (None) are allowed where every tensor on that axis is unknown too: the kernel
 binds them at run time and checks that they agree.
 """
@@ -51,6 +55,31 @@ class SliceSource:
     window: Dims
 
 
+@dataclass(frozen=True)
+class Segment:
+    """Columns of a matmul's left operand read in place from a tensor whose dim 0 is the rows:
+    `width` elements per row, from `offset` (of row 0) with `row_stride` between rows."""
+
+    tensor: TensorRef
+    offset: int
+    row_stride: int
+    width: int
+
+
+@dataclass(frozen=True)
+class MatMulTile:
+    """A MatMul computed per block of rows: `a` [M, k] @ `b` [k, n], both group inputs. The
+    left operand is read as `segments` (their widths sum to k): through the concatenations
+    along columns, slices and views that built it, which then need not run."""
+
+    node: str
+    a: TensorRef
+    b: TensorRef
+    k: int
+    n: int
+    segments: tuple[Segment, ...]
+
+
 @dataclass
 class Layout:
     domain: Dims
@@ -59,6 +88,8 @@ class Layout:
     placements: dict[TensorRef, Placement] = field(default_factory=dict)
     # Slice outputs of the group: read in place from their (external) source tensor.
     slices: dict[TensorRef, SliceSource] = field(default_factory=dict)
+    # MatMul outputs computed per block of rows into on-chip tiles.
+    tiles: dict[TensorRef, MatMulTile] = field(default_factory=dict)
 
     @property
     def rank(self) -> int:
@@ -139,6 +170,8 @@ class _Analysis:
         self.names = {n.name for n in nodes}
         self.placements: dict[TensorRef, Placement] = {}
         self.slices: dict[TensorRef, SliceSource] = {}
+        self.tiles: dict[TensorRef, MatMulTile] = {}
+        self._fed = graph.fed()
         self.domain: Dims = ()
         self.split = -1
 
@@ -147,12 +180,49 @@ class _Analysis:
         self.domain, self.split = self._domain(reductions)
         for node in self.nodes:
             self._place_node(node)
+        tile_row = self._tile_row_axis()
         if reductions:
-            return Layout(self.domain, self.split, "row", self.placements, self.slices)
-        layout = Layout(self.domain, len(self.domain), "loop", self.placements, self.slices)
-        reads = [r for r in self.placements if r.node not in self.names] + list(self.slices)
-        layout.split = choose_loop_split(layout, reads)
+            layout = Layout(
+                self.domain, self.split, "row", self.placements, self.slices, self.tiles
+            )
+            if tile_row is not None and tile_row != self.split - 1:
+                raise LayoutError("a matmul's rows are not the rows of the reduction")
+            return layout
+        layout = Layout(
+            self.domain, len(self.domain), "loop", self.placements, self.slices, self.tiles
+        )
+        reads = [r for r in self.placements if not self._computed(r)] + list(self.slices)
+        layout.split = choose_loop_split(layout, reads) if tile_row is None else tile_row + 1
         return layout
+
+    def _computed(self, ref: TensorRef) -> bool:
+        """Computed by an op of the group per element (not a group input, not a tile)."""
+        return ref.node in self.names and ref not in self.tiles
+
+    def _tile_row_axis(self) -> int | None:
+        """The domain axis of every tile's rows; each must be the only non-unit outer axis."""
+        rows: set[int] = set()
+        for ref, tile in self.tiles.items():
+            reads: list[tuple[tuple[int, ...], Dims, Dims]] = []
+            if ref in self.placements:
+                p = self.placements[ref]
+                reads.append((p.axes, p.dims, p.dims))
+            reads += [(s.axes, s.dims, s.window) for s in self.slices.values() if s.tensor == ref]
+            if not reads:
+                raise LayoutError(f"{tile.node}: its result is not read in the group")
+            for axes, dims, window in reads:
+                if len(axes) != 2 or window[0] != dims[0] or axes[0] < 0:
+                    raise LayoutError(f"{tile.node}: its rows are not the rows of the domain")
+                if any(d != 1 for d in self.domain[: axes[0]]):
+                    raise LayoutError(f"{tile.node}: the domain has more outer axes than its rows")
+                if dims[0] == 1 and self.domain[axes[0]] != 1:
+                    raise LayoutError(f"{tile.node}: a one-row matmul broadcast over rows")
+                if axes[1] == axes[0]:
+                    raise LayoutError(f"{tile.node}: rows and columns on one axis")
+                rows.add(axes[0])
+        if len(rows) > 1:
+            raise LayoutError("matmuls with rows on different axes")
+        return rows.pop() if rows else None
 
     # -- the domain --------------------------------------------------------------------------
     def _domain(self, reductions: list[Node]) -> tuple[Dims, int]:
@@ -164,7 +234,7 @@ class _Analysis:
             shapes = [
                 (ref, _domain_shape(self.graph, node, ref))
                 for node in self.nodes
-                if op_spec(node.op).kind is not OpKind.RESHAPE
+                if op_spec(node.op).kind not in (OpKind.RESHAPE, OpKind.MATMUL)
                 for ref in [*_read_inputs(node), node.output(0)]
             ]
             return broadcast_all(shapes), -1
@@ -204,11 +274,13 @@ class _Analysis:
             self._place_view(node)
         elif kind is OpKind.SLICE:
             self._place_slice(node)
+        elif kind is OpKind.MATMUL:
+            self._place_matmul(node)
         elif kind is OpKind.BROADCAST:
             self._place_operand(node.inputs[0], FULL, node)
             self.placements[out] = self._place(out, FULL)
         else:
-            frames = {self.placements[r].frame for r in node.inputs if r.node in self.names}
+            frames = {self.placements[r].frame for r in node.inputs if self._computed(r)}
             if len(frames) > 1:
                 raise LayoutError(f"{node.name} mixes per-row and per-element operands")
             frame = frames.pop() if frames else FULL
@@ -216,8 +288,77 @@ class _Analysis:
                 self._place_operand(ref, frame, node)
             self.placements[out] = self._place(out, frame)
 
-    def _place_operand(self, ref: TensorRef, frame: str, user: Node) -> None:
+    def _place_matmul(self, node: Node) -> None:
+        a, b = node.inputs[:2]
+        for ref in (a, b):
+            if ref.node in self.names:
+                raise LayoutError(
+                    f"{node.name}: operand {ref} is computed in the group; a matmul's operands "
+                    "must be complete before its kernel starts"
+                )
+        k, n = self.graph.info(b).shape or (None, None)
+        assert k is not None and n is not None  # node legality checked it
+        rows = (self.graph.info(a).shape or (None,))[0]
+        segments = tuple(self._segments(a, rows))
+        self.tiles[node.output(0)] = MatMulTile(node.name, a, b, k, n, segments)
+
+    def _segments(self, ref: TensorRef, rows: int | None) -> list[Segment]:
+        """`ref` as column segments of tensors outside the group (see `Segment`)."""
         if ref.node in self.names:
+            raise LayoutError(
+                f"operand {ref} of a matmul is computed in the group; a matmul's operands "
+                "must be complete before its kernel starts"
+            )
+        node = self.graph.nodes.get(ref.node)
+        if node is not None and ref not in self._fed and not node.control_inputs:
+            if node.op == "ConcatV2" and ref.index == 0:
+                axis = constant_value(self.graph, node.inputs[-1])
+                rank = len(self.graph.info(ref).shape or ())
+                if axis is not None and rank == 2 and int(axis) % 2 == 1:
+                    return [s for r in node.inputs[:-1] for s in self._segments(r, rows)]
+            inner = self._read_through(node, rows)
+            if inner is not None:
+                return inner
+        shape = self.graph.info(ref).shape or ()
+        row = _static_product(shape[1:])
+        if not shape or row is None or not _same_dims(shape[:1], (rows,)):
+            raise LayoutError(f"matmul operand {ref} has no static row layout")
+        return [Segment(ref, 0, row, row)]
+
+    def _read_through(self, node: Node, rows: int | None) -> list[Segment] | None:
+        """Segments of a view or a Slice that keeps all rows and one contiguous run of each."""
+        if node.op in ("Squeeze", "Reshape", "ExpandDims", "Identity") and node.inputs:
+            src = node.inputs[0]
+            if _same_dims((self.graph.info(src).shape or (-1,))[:1], (rows,)):
+                return self._segments(src, rows)
+            return None
+        if node.op != "Slice" or slice_window(self.graph, node) is None:
+            return None
+        src = node.inputs[0]
+        source = tuple(self.graph.info(src).shape or ())
+        window = tuple(node.outputs[0].shape or ())
+        begin = slice_window(self.graph, node) or ()
+        if not source or not _same_dims(source[:1], (rows,)) or window[:1] != source[:1]:
+            return None
+        if any(d is None for d in source[1:] + window[1:]):
+            return None
+        cut = [i for i in range(1, len(source)) if window[i] != source[i]]
+        if cut and any(window[i] != 1 for i in range(1, cut[-1])):
+            return None  # more than one run per row
+        try:
+            whole = self._segments(src, rows)
+        except LayoutError:
+            return None
+        if len(whole) != 1 or whole[0].width != whole[0].row_stride:
+            return None
+        inner = whole[0]
+        strides = [_static_product(source[i + 1 :]) or 0 for i in range(len(source))]
+        offset = sum(int(b) * st for b, st in zip(begin[1:], strides[1:], strict=True))
+        width = _static_product(window[1:]) or 0
+        return [Segment(inner.tensor, inner.offset + offset, inner.row_stride, width)]
+
+    def _place_operand(self, ref: TensorRef, frame: str, user: Node) -> None:
+        if self._computed(ref):
             if self.placements[ref].frame != frame:
                 raise LayoutError(f"{user.name} mixes per-row and per-element operands")
             return
@@ -231,7 +372,7 @@ class _Analysis:
 
     def _place_slice(self, node: Node) -> None:
         src, out = node.inputs[0], node.output(0)
-        if src.node in self.names:
+        if self._computed(src):
             raise LayoutError(f"{node.name} slices a value computed in the group")
         begin = slice_window(self.graph, node)
         assert begin is not None  # node legality checked it
@@ -251,7 +392,7 @@ class _Analysis:
 
     def _place_view(self, node: Node) -> None:
         src, out = node.inputs[0], node.output(0)
-        if src.node in self.names:
+        if self._computed(src):
             sources = [self.placements[src]]
         else:
             sources = [p for p in (self._try_place(src, FULL), self._try_place(src, OUTER)) if p]
@@ -259,7 +400,7 @@ class _Analysis:
             for frame in (placed.frame, FULL, OUTER):
                 candidate = self._try_place(out, frame)
                 if candidate and _nontrivial(candidate) == _nontrivial(placed):
-                    if src.node not in self.names:
+                    if not self._computed(src):
                         self._record_external(src, placed)
                     self.placements[out] = candidate
                     return
@@ -381,6 +522,15 @@ def _inner_access(p: Placement, domain: Dims, split: int, cut: set[int]) -> str:
 
 def _nontrivial(p: Placement) -> list[tuple[int, int | None]]:
     return [(a, d) for a, d in zip(p.axes, p.dims, strict=True) if d != 1]
+
+
+def _static_product(dims: Dims) -> int | None:
+    n = 1
+    for d in dims:
+        if d is None:
+            return None
+        n *= d
+    return n
 
 
 def _same_dims(a: Dims, b: Dims) -> bool:

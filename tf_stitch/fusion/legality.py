@@ -109,6 +109,36 @@ def _op_specific(graph: Graph, node: Node) -> Decision:
             return forbid("Select with a lower-rank condition selects whole rows")
     if node.op in ("Equal", "NotEqual") and not node.attrs.get("incompatible_shape_error", True):
         return forbid(f"{node.op} with incompatible_shape_error=False")
+    if kind is OpKind.MATMUL:
+        return matmul_legality(graph, node)
+    return allow()
+
+
+# A matmul is *small* when its right operand (read whole by every block of rows) fits this: on
+# a CPU core it stays in L2 while the blocks stream the left operand; on a GPU a block tiles it
+# through shared memory along K. Larger ones are faster as library calls.
+SMALL_MATMUL_BYTES = 1 << 20
+
+
+def matmul_legality(graph: Graph, node: Node) -> Decision:
+    """May this MatMul be computed inside a kernel (as a tile of its group's rows)?"""
+    for flag in ("transpose_a", "transpose_b"):
+        if node.attrs.get(flag, False):
+            return forbid(f"MatMul with {flag}: only row-major operands are tiled so far")
+    a, b = (graph.info(r).shape for r in node.inputs[:2])
+    if a is None or b is None or len(a) != 2 or len(b) != 2:
+        return forbid("MatMul operands are not matrices of known rank")
+    k, n = b
+    if k is None or n is None or a[1] != k:
+        return forbid("MatMul's right operand has an unknown size")
+    if node.outputs[0].dtype != "float32":
+        return forbid("only float32 matmuls are tiled")
+    size = k * n * 4
+    if size > SMALL_MATMUL_BYTES:
+        return forbid(
+            f"large MatMul ({k}x{n} right operand, {size} B > {SMALL_MATMUL_BYTES} B): "
+            "stays a library call"
+        )
     return allow()
 
 
@@ -136,6 +166,8 @@ def outputs_legality(layout: Layout, outputs: list[TensorRef]) -> Decision:
     """Each output must be written exactly once: dense over the domain, or one value per row."""
     domain, split = layout.domain, layout.split
     for ref in outputs:
+        if ref in layout.tiles:
+            continue  # each block writes its rows of the matmul
         if ref in layout.slices:
             return forbid(f"output {ref} is a window of an input: a kernel would only copy it")
         p = layout.placements[ref]

@@ -5,6 +5,10 @@ block-local buffer (shared memory on GPU, a row buffer on CPU) or recomputed fro
 Cheap values are recomputed; expensive ones are buffered while the block's buffers fit the
 budget; when they do not, the *shrink* step turns the cheapest buffered values back into
 recomputation until they fit (FusionStitching's 20 KB rule).
+
+Matmul tiles (layout.py) take `block_rows x n` floats each: a block computes that many rows of
+every tile at once (reusing each loaded row of the right operand across them), as many as fit
+the budget next to the buffers, at most MAX_BLOCK_ROWS.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ DEFAULT_BUDGET_BYTES = 20 * 1024
 # A value whose recomputation costs at most this much (see op_kinds costs) is recomputed.
 RECOMPUTE_MAX_COST = 4
 _ITEMSIZE = {"float32": 4, "bool": 1}
+# Rows of a matmul tile computed together: the register block of the CPU micro-kernel.
+MAX_BLOCK_ROWS = 4
 
 
 @dataclass
@@ -28,14 +34,21 @@ class MemoryPlan:
     buffered: dict[TensorRef, int] = field(default_factory=dict)  # value -> bytes per block
     decisions: dict[TensorRef, Decision] = field(default_factory=dict)
     bytes_before_shrink: int = 0
+    block_rows: int = 1  # rows per block (more than one only for matmul tiles)
+    tile_bytes: int = 0  # bytes of matmul tiles per block
 
     @property
     def bytes_per_block(self) -> int:
-        return sum(self.buffered.values())
+        return sum(self.buffered.values()) + self.tile_bytes
 
     def __str__(self) -> str:
+        tiles = (
+            f"matmul tiles of {self.block_rows} rows: {self.tile_bytes} B on chip per block"
+            if self.tile_bytes
+            else ""
+        )
         if not self.decisions:
-            return "no value crosses a stage"
+            return tiles or "no value crosses a stage"
         parts = [
             f"{ref}: {'buffer' if d.ok else 'recompute'} ({d.reason})"
             for ref, d in self.decisions.items()
@@ -43,7 +56,7 @@ class MemoryPlan:
         sizes = f"{self.bytes_per_block} B on chip per block"
         if self.bytes_before_shrink != self.bytes_per_block:
             sizes += f" ({self.bytes_before_shrink} B before shrink, budget {self.budget} B)"
-        return f"{sizes}; " + "; ".join(parts)
+        return f"{sizes}; " + "; ".join(parts + ([tiles] if tiles else []))
 
 
 def plan_memory(
@@ -57,6 +70,7 @@ def plan_memory(
     plan = MemoryPlan(budget)
     crossing = _crossing_values(nodes, layout, level)
     if not crossing:
+        _plan_tiles(plan, layout)
         return plan
     row_elems = _static_row_elements(layout)
     costs = {ref: _recompute_cost(graph, ref, layout, {n.name for n in nodes}) for ref in crossing}
@@ -70,13 +84,34 @@ def plan_memory(
             plan.buffered[ref] = row_elems * _ITEMSIZE.get(graph.info(ref).dtype, 4)
             plan.decisions[ref] = allow(f"cost {cost}, {plan.buffered[ref]} B")
     plan.bytes_before_shrink = plan.bytes_per_block
-    # Shrink: recompute the cheapest buffered values until the block fits the budget.
+    # Shrink: recompute the cheapest buffered values until the block fits the budget (with
+    # room for one row of each matmul tile).
+    room = budget - _tile_row_bytes(layout)
     for ref in sorted(plan.buffered, key=lambda r: costs[r]):
-        if plan.bytes_per_block <= budget:
+        if plan.bytes_per_block <= room:
             break
         size = plan.buffered.pop(ref)
         plan.decisions[ref] = forbid(f"shrunk: {size} B over the {budget} B on-chip budget")
+    _plan_tiles(plan, layout)
     return plan
+
+
+def _tile_row_bytes(layout: Layout) -> int:
+    return sum(t.n * 4 for t in layout.tiles.values())
+
+
+def _plan_tiles(plan: MemoryPlan, layout: Layout) -> None:
+    """Rows per block: as many as fit the budget next to the buffers (at least one)."""
+    row_bytes = _tile_row_bytes(layout)
+    if not row_bytes:
+        return
+    room = plan.budget - sum(plan.buffered.values())
+    plan.block_rows = max(1, min(MAX_BLOCK_ROWS, room // row_bytes))
+    plan.tile_bytes = plan.block_rows * row_bytes
+    if not plan.decisions:
+        plan.bytes_before_shrink = plan.bytes_per_block
+    else:
+        plan.bytes_before_shrink += plan.tile_bytes
 
 
 def _crossing_values(
@@ -85,10 +120,10 @@ def _crossing_values(
     names = {n.name for n in nodes}
     out: list[TensorRef] = []
     for node in nodes:
-        if layout.is_row_level(node.output(0)):
+        if node.output(0) in layout.tiles or layout.is_row_level(node.output(0)):
             continue
         for ref in data_inputs(node):
-            if ref.node not in names or layout.is_row_level(ref):
+            if ref.node not in names or ref in layout.tiles or layout.is_row_level(ref):
                 continue
             if level[ref] < level[node.output(0)] and ref not in out:
                 out.append(ref)
@@ -99,7 +134,7 @@ def _recompute_cost(graph: Graph, ref: TensorRef, layout: Layout, names: set[str
     node = graph.node(ref.node)
     cost = op_spec(node.op).cost
     for src in data_inputs(node):
-        if src.node in names and not layout.is_row_level(src):
+        if src.node in names and src not in layout.tiles and not layout.is_row_level(src):
             cost += _recompute_cost(graph, src, layout, names)
     return cost
 

@@ -3,8 +3,9 @@
 `elementwise` ops map one element of each (broadcast) operand to one output element;
 `broadcast` ops only replicate; `reduce` ops reduce over constant axes (row = innermost axes,
 column = outer axes: the planner decides which from the axes); `reshape` ops are free views;
-`slice` ops read a constant window of a group input in place; everything else is `opaque` and
-never enters a group.
+`slice` ops read a constant window of a group input in place; a small `matmul` of two group
+inputs is computed per block of rows into an on-chip tile that the rest of the group reads
+(legality.py says which are small); everything else is `opaque` and never enters a group.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ class OpKind(StrEnum):
     BROADCAST = "broadcast"
     REDUCE = "reduce"
     TRANSPOSE = "transpose"
+    MATMUL = "matmul"
     BATCH_MATMUL = "batch_matmul"
     RESHAPE = "reshape"
     SLICE = "slice"
@@ -103,6 +105,8 @@ OP_TABLE: dict[str, OpSpec] = {
     "BroadcastTo": OpSpec(OpKind.BROADCAST, 1, 0),
     # a constant window of an input, read in place
     "Slice": OpSpec(OpKind.SLICE, 1, 0),
+    # a small matmul of two group inputs, computed per block into a tile (cost: see lower.py)
+    "MatMul": OpSpec(OpKind.MATMUL, 2, 0),
     # reductions over constant axes
     "Sum": OpSpec(OpKind.REDUCE, 1, 1),
     "Mean": OpSpec(OpKind.REDUCE, 1, 1),

@@ -116,7 +116,10 @@ def _finish(
     ctx: Context, members: set[str], gid: int, options: PlannerOptions, plan: Plan
 ) -> Group | None:
     nodes = sorted((ctx.graph.node(n) for n in members), key=lambda n: ctx.order[n.name])
-    compute = [n for n in nodes if op_spec(n.op).kind not in (OpKind.RESHAPE, OpKind.SLICE)]
+    # Matmuls do not count: a kernel of a matmul and a bias add is what the library call is.
+    compute = [
+        n for n in nodes if op_spec(n.op).kind not in (OpKind.RESHAPE, OpKind.SLICE, OpKind.MATMUL)
+    ]
     if compute and all(is_library_epilogue(ctx.graph, n) for n in compute):
         plan.log(
             f"group of {nodes[0].name}",
