@@ -1,11 +1,12 @@
 """Kernel IR -> C++ for the CPU.
 
 The kernel is a shared library exporting the StitchedKernel ABI (`ts_abi_version`, `ts_run`).
-`ts_run` processes rows [begin, end): the op hands ranges of rows to TensorFlow's intra-op thread
-pool. Within a row, each stage is a loop over the row's elements; loops that reduce keep
-`LANES` partial results so that the compiler vectorizes them without -ffast-math (which would
-change NaN semantics). Kernels with matmul tiles run their rows in blocks: each block first
-computes its rows of every tile (`cpu_matmul.h`), then runs its rows.
+`ts_run` processes rows [begin, end) (blocks of `block_rows` rows in kernels with matmul tiles):
+the op hands ranges of them to TensorFlow's intra-op thread pool. Within a row, each stage is a
+loop over the row's elements; loops that reduce keep `LANES` partial results so that the
+compiler vectorizes them without -ffast-math (which would change NaN semantics). A block of a
+kernel with matmul tiles first computes its rows of every tile (`cpu_matmul.h`), then runs its
+rows.
 """
 
 from __future__ import annotations
@@ -159,8 +160,14 @@ class _Emitter:
         self.lines = head
         self._prologue()
         if k.tiles:
+            # ts_begin/ts_end count blocks of rows
             step = k.block_rows
-            self._emit(f"for (int64_t ts_b0 = ts_begin; ts_b0 < ts_end; ts_b0 += {step}) {{", 1)
+            self._emit(f"const int64_t ts_rows = {_product(k.outer)};", 1)
+            last = f"ts_end * {step}"
+            self._emit(f"const int64_t ts_last = {last} < ts_rows ? {last} : ts_rows;", 1)
+            self._emit(
+                f"for (int64_t ts_b0 = ts_begin * {step}; ts_b0 < ts_last; ts_b0 += {step}) {{", 1
+            )
             self._block_tiles()
             self._emit("for (int64_t r = ts_b0; r < ts_b1; ++r) {", 1)
         else:
@@ -180,8 +187,8 @@ class _Emitter:
         """A block's rows [ts_b0, ts_b1) of every tile, then the pointers that read them."""
         k = self.k
         self._emit(
-            f"const int64_t ts_b1 = ts_b0 + {k.block_rows} < ts_end ? ts_b0 + {k.block_rows} "
-            ": ts_end;",
+            f"const int64_t ts_b1 = ts_b0 + {k.block_rows} < ts_last ? ts_b0 + {k.block_rows} "
+            ": ts_last;",
             1,
         )
         for t in k.tiles:

@@ -444,7 +444,8 @@ class _Lowerer:
         ops = sum(op_spec(n.op).cost for n in self.group.nodes)
         macs = sum(t.k * t.n for t in self.layout.tiles.values())
         cycles = row * (ops * CYCLES_PER_COST + CYCLES_PER_ELEMENT) + macs / MATMUL_MACS_PER_CYCLE
-        return max(1, round(cycles))
+        rows = self.group.memory.block_rows if self.layout.tiles else 1  # a unit is a block
+        return max(1, round(cycles * rows))
 
 
 def _attrs(node: Node) -> tuple[tuple[str, float | str | bool], ...]:

@@ -47,5 +47,6 @@ def stitched_kernel_attrs(kernel: Kernel, source: str, cache_key: str) -> dict[s
         "output_dims": AttrList("i", tuple(out_dims)),
         "unit_dims": AttrList("i", tuple(_encode_domain(kernel.outer, 0, kernel))),
         "unit_cost": int(kernel.unit_cost),
+        "block_rows": int(kernel.block_rows),
         "schedule": kernel.schedule.encode(),
     }

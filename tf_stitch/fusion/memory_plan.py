@@ -25,7 +25,7 @@ DEFAULT_BUDGET_BYTES = 20 * 1024
 RECOMPUTE_MAX_COST = 4
 _ITEMSIZE = {"float32": 4, "bool": 1}
 # Rows of a matmul tile computed together: the register block of the CPU micro-kernel.
-MAX_BLOCK_ROWS = 4
+MAX_BLOCK_ROWS = 6
 
 
 @dataclass

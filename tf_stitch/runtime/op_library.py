@@ -157,6 +157,7 @@ def stitched_kernel(
     unit_dims: Sequence[int],
     unit_cost: int,
     schedule: str = "",
+    block_rows: int = 1,
     name: str | None = None,
 ) -> list[tf.Tensor]:
     """Creates a StitchedKernel op (loading the library if needed) and returns its outputs.
@@ -176,5 +177,6 @@ def stitched_kernel(
         unit_dims=list(unit_dims),
         unit_cost=unit_cost,
         schedule=schedule,
+        block_rows=block_rows,
         name=name,
     )

@@ -125,6 +125,8 @@ struct Signature {
   std::vector<EncodedShape> outputs;
   EncodedShape units;
   int64_t unit_cost = 0;
+  // Rows per unit of work: the kernel's ts_run takes ranges of blocks of rows.
+  int64_t block_rows = 1;
   // binders[s] is the first input dim carrying symbol s (input -1 if none).
   std::vector<Binder> binders;
 };
@@ -235,6 +237,7 @@ absl::Status ReadSignature(Context* ctx, Signature* sig) {
   TF_RETURN_IF_ERROR(ctx->GetAttr("output_dims", &output_dims));
   TF_RETURN_IF_ERROR(ctx->GetAttr("unit_dims", &sig->units));
   TF_RETURN_IF_ERROR(ctx->GetAttr("unit_cost", &sig->unit_cost));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("block_rows", &sig->block_rows));
 
   const std::string prefix =
       absl::StrCat("StitchedKernel '", sig->kernel_name, "': ");
@@ -248,6 +251,10 @@ absl::Status ReadSignature(Context* ctx, Signature* sig) {
   if (sig->unit_cost < 0) {
     return InvalidArgument(prefix, "unit_cost must be >= 0, got ",
                            sig->unit_cost);
+  }
+  if (sig->block_rows < 1) {
+    return InvalidArgument(prefix, "block_rows must be >= 1, got ",
+                           sig->block_rows);
   }
   if (static_cast<int64_t>(input_ranks.size()) != ctx->num_inputs()) {
     return InvalidArgument(prefix, "Tin has ", ctx->num_inputs(),
@@ -433,6 +440,7 @@ class StitchedKernelOp : public OpKernel {
     int64_t units = 0;
     OP_REQUIRES_OK(ctx, CountUnits(symbols, &units));
     if (units == 0) return;
+    units = (units + sig_.block_rows - 1) / sig_.block_rows;
 
     const RunFn run = run_;
     const void* const* in = inputs.data();
@@ -541,6 +549,7 @@ REGISTER_OP("StitchedKernel")
     .Attr("output_dims: list(int)")
     .Attr("unit_dims: list(int)")
     .Attr("unit_cost: int")
+    .Attr("block_rows: int = 1")
     .Attr("schedule: string = ''")
     .SetShapeFn(InferShapes)
     .Doc(R"doc(
