@@ -158,3 +158,34 @@ def test_block_rows_fit_the_on_chip_budget() -> None:
         assert group.memory.block_rows == rows
         assert group.memory.tile_bytes == rows * 2048 * 4
         assert f"matmul tiles of {rows} rows" in str(group.memory)
+
+
+def test_a_reshape_that_merges_rows_is_read_as_its_own_rows() -> None:
+    specs = [S([None, 6, 8]), S([8, 20])]
+
+    def fn(seq: tf.Tensor, w: tf.Tensor) -> tf.Tensor:  # Keras' Dense on a sequence
+        return tf.sigmoid(tf.matmul(tf.reshape(tf.tanh(seq) * 2.0, [-1, 8]), w)) * 2.0
+
+    opt, ops = _optimized_ops(fn, *specs)
+    _check(fn, opt, specs)
+    assert "MatMul" not in ops  # a tile of the rows of the reshaped tensor
+
+
+def test_views_keep_rows_only_when_provable() -> None:
+    from tf_stitch.fusion.layout import _keeps_rows
+
+    def fn(x: tf.Tensor, y: tf.Tensor) -> Any:
+        return (
+            tf.squeeze(x, axis=[1]),
+            tf.squeeze(y, axis=[0]),
+            tf.expand_dims(x, 2),
+            tf.reshape(x, [-1, 8]),
+            tf.reshape(y, [8, 1]),
+        )
+
+    graph = _graph(fn, S([None, 1, 8]), S([1, 8]))
+    verdicts = {n.op + str(n.outputs[0].shape): _keeps_rows(graph, n) for n in graph}
+    assert verdicts["Squeeze(None, 8)"] and not verdicts["Squeeze(8,)"]
+    assert verdicts["ExpandDims(None, 1, 1, 8)"]
+    assert not verdicts["Reshape(None, 8)"]  # unknown rows: not provable
+    assert not verdicts["Reshape(8, 1)"]

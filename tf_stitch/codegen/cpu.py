@@ -39,7 +39,7 @@ STACK_BUFFER_BYTES = 64 * 1024
 ABI_VERSION = 1
 # Matmul tiles narrower than one vector of columns take dot products over k instead.
 NARROW_COLUMNS = 16
-_CTYPE = {"float32": "float", "bool": "bool"}
+_CTYPE = {"float32": "float", "bool": "bool", "int32": "int32_t", "int64": "int64_t"}
 
 # Scalar expression of each op; {0}, {1}, {2} are the operands.
 _EXPR = {
@@ -123,6 +123,19 @@ static inline float ts_selu(float a) {
 """
 
 
+# The op's error cell (stitched_kernel_op.cc): {1, the first out-of-range index, table rows}.
+_GATHER_PRELUDE = """
+static inline void ts_gather_error(void* cell, int64_t index, int64_t rows) {
+  int64_t* c = static_cast<int64_t*>(cell);
+  int64_t unset = 0;
+  if (__atomic_compare_exchange_n(&c[0], &unset, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+    c[1] = index;  // read by the op after every shard has returned
+    c[2] = rows;
+  }
+}
+"""
+
+
 @cache
 def _header(name: str) -> str:
     return (resources.files("tf_stitch.codegen") / name).read_text()
@@ -151,6 +164,7 @@ class _Emitter:
             "",
             _header("cpu_math.h"),
             *([_header("cpu_matmul.h")] if k.tiles else []),
+            *([_GATHER_PRELUDE] if any(p.gather for p in k.inputs) else []),
             _OPS_PRELUDE,
             f'extern "C" int ts_abi_version(void) {{ return {ABI_VERSION}; }}',
             "",
@@ -254,8 +268,11 @@ class _Emitter:
             self._emit(f"float* {name} = {name}_owner.get();", 1)
 
     def _row_offsets(self) -> None:
-        for p in self.k.inputs + self.k.outputs + self.k.tile_params:
+        params = self.k.inputs + self.k.outputs + self.k.tile_params
+        for p in params:
             a = p.access
+            if p.gather:
+                continue
             if p.tile and a.outer != "zero":  # a tile holds the block's rows only
                 self._emit(f"const int64_t {p.name}_r = (r - ts_b0) * ({a.row_stride});", 2)
             elif a.outer == "zero":
@@ -266,6 +283,17 @@ class _Emitter:
                 self._emit(
                     f"const int64_t {p.name}_r = {self._decompose('r', range(self.k.split), p)};", 2
                 )
+
+        for p in params:
+            if p.gather:  # after its index's row offset; a bad index skips the row
+                rows, stride = p.gather_rows, p.access.row_stride
+                self._emit(f"const int64_t {p.name}_g = {p.gather}[{p.gather}_r];", 2)
+                self._emit(f"if ({p.name}_g < 0 || {p.name}_g >= {rows}) {{", 2)
+                cell = f"ts_out[{len(self.k.outputs)}]"
+                self._emit(f"ts_gather_error({cell}, {p.name}_g, {rows});", 3)
+                self._emit("continue;", 3)
+                self._emit("}", 2)
+                self._emit(f"const int64_t {p.name}_r = {p.name}_g * ({stride});", 2)
 
     def _decompose(self, index: str, axes: range, p: Param) -> str:
         """Offset of flat index `index` over `axes` (row-major) for param `p`."""

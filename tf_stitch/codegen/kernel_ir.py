@@ -45,6 +45,8 @@ class Param:
     access: Access
     per_row: bool  # one value per row (loaded or stored once per row)
     tile: str = ""  # a read of a matmul tile (not a kernel input): the tile's name
+    gather: str = ""  # rows of this table picked by the (per-row) index param named here
+    gather_rows: int = 0  # the table's rows: an index outside [0, gather_rows) is an error
 
 
 @dataclass(frozen=True)

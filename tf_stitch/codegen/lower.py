@@ -32,7 +32,13 @@ from tf_stitch.codegen.kernel_ir import (
     TileSegment,
     Var,
 )
-from tf_stitch.fusion.layout import MatMulTile, Placement, SliceSource, data_inputs
+from tf_stitch.fusion.layout import (
+    GatherSource,
+    MatMulTile,
+    Placement,
+    SliceSource,
+    data_inputs,
+)
 from tf_stitch.fusion.op_kinds import OpKind, op_spec
 from tf_stitch.fusion.planner import Group
 from tf_stitch.graph.ir import Graph, Node, TensorRef
@@ -208,6 +214,8 @@ class _Lowerer:
             param = self._param(ref, f"in{len(self.kernel.inputs)}", len(self.kernel.inputs))
             self.kernel.inputs.append(param)
             self.params[ref] = param
+        for ref, gather in self.layout.gathers.items():
+            self._bind_gather(ref, gather)
         for ref, tile in self.layout.tiles.items():
             self._bind_tile(ref, tile)
         for out, source in self.layout.slices.items():
@@ -215,6 +223,30 @@ class _Lowerer:
         for axis, size in enumerate(self.domain):
             if isinstance(size, str):
                 self.kernel.symbols.append((size, *self._bind_symbol(axis)))
+
+    def _bind_gather(self, ref: TensorRef, gather: GatherSource) -> None:
+        """The table as an input whose row offset is its index times the row length."""
+        index = self.params[gather.indices]
+        placement = self.layout.placements[ref]
+        table = tuple(self.graph.info(gather.table).shape or ())
+        value_axes = placement.axes[len(placement.axes) - (len(table) - 1) :]
+        row = Placement(placement.frame, table[1:], value_axes)
+        access = access_of(row, self.domain, self.layout.split)
+        n = len(self.kernel.inputs)
+        param = Param(
+            n,
+            f"in{n}",
+            str(gather.table),
+            self.graph.info(gather.table).dtype,
+            table,
+            (-1, *value_axes),
+            replace(access, outer="gather", row_stride=gather.row_elements),
+            False,
+            gather=index.name,
+            gather_rows=gather.rows,
+        )
+        self.kernel.inputs.append(param)
+        self.params[ref] = param
 
     def _bind_tile(self, ref: TensorRef, tile: MatMulTile) -> None:
         """The operands of a matmul as whole-tensor inputs; a direct read of its result."""

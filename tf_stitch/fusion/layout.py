@@ -80,6 +80,17 @@ class MatMulTile:
     segments: tuple[Segment, ...]
 
 
+@dataclass(frozen=True)
+class GatherSource:
+    """A GatherV2 in the group: each unit of work reads one row of `table` (the inner axes),
+    the row that `indices` (placed on the outer axes) names."""
+
+    table: TensorRef
+    indices: TensorRef
+    rows: int  # the table's rows (indices must be in [0, rows))
+    row_elements: int
+
+
 @dataclass
 class Layout:
     domain: Dims
@@ -90,6 +101,8 @@ class Layout:
     slices: dict[TensorRef, SliceSource] = field(default_factory=dict)
     # MatMul outputs computed per block of rows into on-chip tiles.
     tiles: dict[TensorRef, MatMulTile] = field(default_factory=dict)
+    # GatherV2 outputs, read from their table's rows.
+    gathers: dict[TensorRef, GatherSource] = field(default_factory=dict)
 
     @property
     def rank(self) -> int:
@@ -172,6 +185,7 @@ class _Analysis:
         self.slices: dict[TensorRef, SliceSource] = {}
         self.tiles: dict[TensorRef, MatMulTile] = {}
         self._fed = graph.fed()
+        self.gathers: dict[TensorRef, GatherSource] = {}
         self.domain: Dims = ()
         self.split = -1
 
@@ -181,19 +195,40 @@ class _Analysis:
         for node in self.nodes:
             self._place_node(node)
         tile_row = self._tile_row_axis()
+        tile_split = None if tile_row is None else tile_row + 1
+        splits = {tile_split, self._gather_split()} - {None}
+        if len(splits) > 1:
+            raise LayoutError("matmul rows and gathered rows need different units of work")
+        forced = splits.pop() if splits else None
+        kind, split = ("row", self.split) if reductions else ("loop", len(self.domain))
+        layout = Layout(self.domain, split, kind, self.placements, self.slices, self.tiles)
+        layout.gathers = self.gathers
         if reductions:
-            layout = Layout(
-                self.domain, self.split, "row", self.placements, self.slices, self.tiles
-            )
-            if tile_row is not None and tile_row != self.split - 1:
-                raise LayoutError("a matmul's rows are not the rows of the reduction")
+            if forced is not None and forced != self.split:
+                raise LayoutError(
+                    "the rows of a matmul or gather are not the rows of the reduction"
+                )
             return layout
-        layout = Layout(
-            self.domain, len(self.domain), "loop", self.placements, self.slices, self.tiles
-        )
         reads = [r for r in self.placements if not self._computed(r)] + list(self.slices)
-        layout.split = choose_loop_split(layout, reads) if tile_row is None else tile_row + 1
+        layout.split = choose_loop_split(layout, reads) if forced is None else forced
         return layout
+
+    def _gather_split(self) -> int | None:
+        """The split every gather needs: its table row spans exactly the inner axes."""
+        splits: set[int] = set()
+        for ref, gather in self.gathers.items():
+            p = self.placements[ref]
+            n_index = len(p.dims) - (len(self.graph.info(gather.table).shape or ()) - 1)
+            value_axes = p.axes[n_index:]
+            split = value_axes[0]
+            if value_axes != tuple(range(split, len(self.domain))):
+                raise LayoutError(f"{ref.node}: a gathered row is not the inner axes")
+            if any(d != 1 for d in self.domain[: len(self.domain) - len(p.dims)]):
+                raise LayoutError(f"{ref.node}: gathered rows broadcast over other axes")
+            splits.add(split)
+        if len(splits) > 1:
+            raise LayoutError("gathers with different row lengths")
+        return splits.pop() if splits else None
 
     def _computed(self, ref: TensorRef) -> bool:
         """Computed by an op of the group per element (not a group input, not a tile)."""
@@ -276,6 +311,8 @@ class _Analysis:
             self._place_slice(node)
         elif kind is OpKind.MATMUL:
             self._place_matmul(node)
+        elif kind is OpKind.GATHER:
+            self._place_gather(node)
         elif kind is OpKind.BROADCAST:
             self._place_operand(node.inputs[0], FULL, node)
             self.placements[out] = self._place(out, FULL)
@@ -287,6 +324,23 @@ class _Analysis:
             for ref in node.inputs:
                 self._place_operand(ref, frame, node)
             self.placements[out] = self._place(out, frame)
+
+    def _place_gather(self, node: Node) -> None:
+        table, indices = node.inputs[:2]
+        for ref in (table, indices):
+            if ref.node in self.names:
+                raise LayoutError(f"{node.name}: {ref} is computed in the group")
+        shape = tuple(self.graph.info(table).shape or ())
+        index_dims = tuple(self.graph.info(indices).shape or ())
+        if len(shape) < 2:
+            raise LayoutError(f"{node.name}: gathers of scalars are not rows")
+        out = node.output(0)
+        placement = self._place(out, FULL)
+        self.placements[out] = placement
+        index_axes = placement.axes[: len(index_dims)]
+        self._record_external(indices, Placement(FULL, index_dims, index_axes))
+        row = _static_product(shape[1:]) or 0
+        self.gathers[out] = GatherSource(table, indices, int(shape[0] or 0), row)
 
     def _place_matmul(self, node: Node) -> None:
         a, b = node.inputs[:2]
@@ -300,6 +354,8 @@ class _Analysis:
         assert k is not None and n is not None  # node legality checked it
         rows = (self.graph.info(a).shape or (None,))[0]
         segments = tuple(self._segments(a, rows))
+        if sum(s.width for s in segments) != k:
+            raise LayoutError(f"{node.name}: its left operand's columns are not read in place")
         self.tiles[node.output(0)] = MatMulTile(node.name, a, b, k, n, segments)
 
     def _segments(self, ref: TensorRef, rows: int | None) -> list[Segment]:
@@ -327,11 +383,8 @@ class _Analysis:
 
     def _read_through(self, node: Node, rows: int | None) -> list[Segment] | None:
         """Segments of a view or a Slice that keeps all rows and one contiguous run of each."""
-        if node.op in ("Squeeze", "Reshape", "ExpandDims", "Identity") and node.inputs:
-            src = node.inputs[0]
-            if _same_dims((self.graph.info(src).shape or (-1,))[:1], (rows,)):
-                return self._segments(src, rows)
-            return None
+        if _keeps_rows(self.graph, node):
+            return self._segments(node.inputs[0], rows)
         if node.op != "Slice" or slice_window(self.graph, node) is None:
             return None
         src = node.inputs[0]
@@ -438,8 +491,9 @@ def check_fits(ref: TensorRef, dim: int | None, axis: int | None) -> None:
 
 
 def _read_inputs(node: Node) -> list[TensorRef]:
-    """The inputs whose shapes take part in the domain (a slice's source does not)."""
-    return [] if op_spec(node.op).kind is OpKind.SLICE else data_inputs(node)
+    """The inputs whose shapes take part in the domain (a slice's source, a gather's table and
+    indices do not)."""
+    return [] if op_spec(node.op).kind in (OpKind.SLICE, OpKind.GATHER) else data_inputs(node)
 
 
 def _domain_shape(graph: Graph, node: Node, ref: TensorRef) -> Dims:
@@ -522,6 +576,26 @@ def _inner_access(p: Placement, domain: Dims, split: int, cut: set[int]) -> str:
 
 def _nontrivial(p: Placement) -> list[tuple[int, int | None]]:
     return [(a, d) for a, d in zip(p.axes, p.dims, strict=True) if d != 1]
+
+
+def _keeps_rows(graph: Graph, node: Node) -> bool:
+    """A view whose dim 0 is provably its input's dim 0 (so each row keeps its elements)."""
+    if not node.inputs or node.op not in ("Identity", "Squeeze", "ExpandDims", "Reshape"):
+        return False
+    src = graph.info(node.inputs[0]).shape
+    out = node.outputs[0].shape
+    if not src or not out:
+        return False
+    if node.op == "Identity":
+        return True
+    if node.op == "Squeeze":
+        axes = node.attrs.get("squeeze_dims")
+        items = getattr(axes, "items", ())
+        return bool(items) and all(int(a) % len(src) != 0 for a in items)
+    if node.op == "ExpandDims":
+        axis = constant_value(graph, node.inputs[1])
+        return axis is not None and int(axis) % (len(src) + 1) != 0
+    return src[0] is not None and src[0] == out[0]  # a Reshape: only provable when static
 
 
 def _static_product(dims: Dims) -> int | None:

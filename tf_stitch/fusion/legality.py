@@ -82,6 +82,8 @@ def node_legality(ctx: Context, node: Node) -> Decision:
         if info.shape is None:
             return forbid("output rank is unknown")
     data = node.inputs if spec.kind is OpKind.ELEMENTWISE else node.inputs[: spec.data_inputs]
+    if spec.kind is OpKind.GATHER:
+        data = data[:1]  # the indices are integers (gather_legality checks them)
     for ref in data:
         info = ctx.graph.info(ref)
         if info.dtype not in FUSIBLE_DTYPES:
@@ -111,6 +113,24 @@ def _op_specific(graph: Graph, node: Node) -> Decision:
         return forbid(f"{node.op} with incompatible_shape_error=False")
     if kind is OpKind.MATMUL:
         return matmul_legality(graph, node)
+    if kind is OpKind.GATHER:
+        return gather_legality(graph, node)
+    return allow()
+
+
+def gather_legality(graph: Graph, node: Node) -> Decision:
+    """May this GatherV2 read its table's rows inside a kernel?"""
+    params, indices, axis_ref = node.inputs[:3]
+    axis = constant_value(graph, axis_ref)
+    if axis is None or int(axis) != 0 or int(node.attrs.get("batch_dims", 0)) != 0:
+        return forbid("GatherV2 not of whole rows (axis 0, no batch dims)")
+    if graph.info(indices).dtype not in ("int32", "int64"):
+        return forbid(f"GatherV2 indices of dtype {graph.info(indices).dtype}")
+    table = graph.info(params).shape
+    if not table or any(d is None for d in table):
+        return forbid("GatherV2 from a table of unknown size")
+    if graph.info(indices).shape is None:
+        return forbid("GatherV2 indices of unknown rank")
     return allow()
 
 

@@ -5,7 +5,8 @@
 column = outer axes: the planner decides which from the axes); `reshape` ops are free views;
 `slice` ops read a constant window of a group input in place; a small `matmul` of two group
 inputs is computed per block of rows into an on-chip tile that the rest of the group reads
-(legality.py says which are small); everything else is `opaque` and never enters a group.
+(legality.py says which are small); a `gather` reads the rows of a table that its (per-unit)
+indices pick; everything else is `opaque` and never enters a group.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ class OpKind(StrEnum):
     REDUCE = "reduce"
     TRANSPOSE = "transpose"
     MATMUL = "matmul"
+    GATHER = "gather"
     BATCH_MATMUL = "batch_matmul"
     RESHAPE = "reshape"
     SLICE = "slice"
@@ -105,6 +107,8 @@ OP_TABLE: dict[str, OpSpec] = {
     "BroadcastTo": OpSpec(OpKind.BROADCAST, 1, 0),
     # a constant window of an input, read in place
     "Slice": OpSpec(OpKind.SLICE, 1, 0),
+    # rows of a table picked by indices: one indirect row offset per unit of work
+    "GatherV2": OpSpec(OpKind.GATHER, 2, 1),
     # a small matmul of two group inputs, computed per block into a tile (cost: see lower.py)
     "MatMul": OpSpec(OpKind.MATMUL, 2, 0),
     # reductions over constant axes

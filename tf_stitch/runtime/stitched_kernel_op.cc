@@ -16,6 +16,11 @@
 // computed from static dims and bound symbols. The work units are split over
 // TensorFlow's intra-op CPU thread pool and each shard calls ts_run once.
 //
+// outputs[num_outputs] points to an error cell, int64_t[3] = {0, 0, 0}: a
+// kernel that gathers rows of a table sets it to {1, index, table rows} (the
+// first writer wins) when an index is out of range, and the op fails as
+// GatherV2 would.
+//
 // This file is self-contained: tf_stitch/runtime/op_library.py compiles it
 // against the installed TensorFlow and caches the result.
 
@@ -437,6 +442,9 @@ class StitchedKernelOp : public OpKernel {
       outputs[i] = output->data();
     }
 
+    int64_t error_cell[3] = {0, 0, 0};
+    outputs.push_back(error_cell);
+
     int64_t units = 0;
     OP_REQUIRES_OK(ctx, CountUnits(symbols, &units));
     if (units == 0) return;
@@ -456,6 +464,10 @@ class StitchedKernelOp : public OpKernel {
         [run, in, out, syms](int64_t begin, int64_t end) {
           run(in, out, syms, begin, end);
         });
+    OP_REQUIRES(ctx, __atomic_load_n(&error_cell[0], __ATOMIC_ACQUIRE) == 0,
+                InvalidArgument("StitchedKernel '", sig_.kernel_name,
+                                "': a gathered index, ", error_cell[1],
+                                ", is not in [0, ", error_cell[2], ")"));
   }
 
  private:
