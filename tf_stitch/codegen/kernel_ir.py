@@ -177,6 +177,7 @@ class Kernel:
     tiles: list[Tile] = field(default_factory=list)
     tile_params: list[Param] = field(default_factory=list)  # reads of tiles
     block_rows: int = 1
+    buffer_reuse: str = ""  # what sharing buffers saved (buffer_reuse.py), if anything
 
     @property
     def outer(self) -> tuple[Size, ...]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from tf_stitch.codegen.buffer_reuse import reuse_buffers
 from tf_stitch.codegen.kernel_ir import (
     Access,
     Accumulate,
@@ -32,6 +33,7 @@ from tf_stitch.codegen.kernel_ir import (
     TileSegment,
     Var,
 )
+from tf_stitch.fusion.cost_model import ROW_GUESS, unit_cycles
 from tf_stitch.fusion.layout import (
     GatherSource,
     MatMulTile,
@@ -45,15 +47,6 @@ from tf_stitch.graph.ir import Graph, Node, TensorRef
 from tf_stitch.graph.values import scalar_constant
 
 _LITERAL_DTYPES = ("float32", "bool")
-_ROW_GUESS = 256  # elements per row assumed for cost estimates when the row size is dynamic
-# Cycles per element of the vectorized code, per unit of op cost (op_kinds) and for the memory
-# traffic; calibrated on the layer norm + GELU and LSTM-gate kernels (measured single-threaded:
-# about 2 and 4.5 cycles per element).
-CYCLES_PER_COST = 0.06
-CYCLES_PER_ELEMENT = 1.0
-# Multiply-adds per cycle of the matmul tile (cpu_matmul.h; measured about 35 on one Sapphire
-# Rapids core with AVX-512).
-MATMUL_MACS_PER_CYCLE = 32
 
 
 class LoweringError(Exception):
@@ -197,6 +190,7 @@ class _Lowerer:
         k.schedule = str(self.group.schedule)
         k.members = [f"{n.name} ({n.op})" for n in self.group.nodes]
         k.unit_cost = self._unit_cost()
+        k.buffer_reuse = reuse_buffers(k)
         k.tiles = list(self.tile_names.values())
         k.block_rows = self.group.memory.block_rows if k.tiles else 1
         return k
@@ -468,16 +462,14 @@ class _Lowerer:
         return name
 
     def _unit_cost(self) -> int:
-        """Estimated CPU cycles of one row: what TensorFlow's ParallelFor weighs against the
-        cost of waking threads, so that small kernels run on the calling thread."""
+        """Estimated CPU cycles of one unit of work (a row, or a block of rows)."""
         row = 1
         for d in self.layout.inner:
-            row *= d if d is not None else _ROW_GUESS
+            row *= d if d is not None else ROW_GUESS
         ops = sum(op_spec(n.op).cost for n in self.group.nodes)
         macs = sum(t.k * t.n for t in self.layout.tiles.values())
-        cycles = row * (ops * CYCLES_PER_COST + CYCLES_PER_ELEMENT) + macs / MATMUL_MACS_PER_CYCLE
-        rows = self.group.memory.block_rows if self.layout.tiles else 1  # a unit is a block
-        return max(1, round(cycles * rows))
+        rows = self.group.memory.block_rows if self.layout.tiles else 1
+        return unit_cycles(row, ops, macs, rows)
 
 
 def _attrs(node: Node) -> tuple[tuple[str, float | str | bool], ...]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from tf_stitch.fusion.cost_model import choose_loop_split
 from tf_stitch.fusion.decision import Decision, forbid
 from tf_stitch.fusion.op_kinds import OpKind, op_spec
 from tf_stitch.graph.ir import Graph, Node, TensorRef
@@ -210,7 +211,11 @@ class _Analysis:
                 )
             return layout
         reads = [r for r in self.placements if not self._computed(r)] + list(self.slices)
-        layout.split = choose_loop_split(layout, reads) if forced is None else forced
+        op_cost = sum(op_spec(n.op).cost for n in self.nodes)
+        if forced is None:
+            layout.split = choose_loop_split(self.domain, valid_loop_splits(layout, reads), op_cost)
+        else:
+            layout.split = forced
         return layout
 
     def _gather_split(self) -> int | None:
@@ -526,30 +531,18 @@ def broadcast_all(shapes: list[tuple[TensorRef, Dims]]) -> Dims:
     return tuple(out)
 
 
-# An elementwise kernel's row should be long enough to vectorize well.
-MIN_LOOP_ROW = 64
-
-
-def choose_loop_split(layout: Layout, inputs: list[TensorRef]) -> int:
-    """The split of an elementwise group: the most outer axes (the most parallel units) whose
-    rows are at least MIN_LOOP_ROW long (or as long as they get), among the splits at which
-    every input (or window of an input) reads its row contiguously or not at all."""
-    domain = layout.domain
-    valid = [
+def valid_loop_splits(layout: Layout, inputs: list[TensorRef]) -> list[int]:
+    """The splits of an elementwise group at which every input (or window of an input) reads
+    its row contiguously or not at all (the cost model chooses among them)."""
+    return [
         split
         for split in range(layout.rank + 1)
         if all(
-            _inner_access(layout.placements[r], domain, split, _cut_axes(layout, r)) != "general"
+            _inner_access(layout.placements[r], layout.domain, split, _cut_axes(layout, r))
+            != "general"
             for r in inputs
         )
     ]
-    for split in sorted(valid, reverse=True):
-        row = 1
-        for d in domain[split:]:
-            row *= d if d is not None else MIN_LOOP_ROW
-        if row >= MIN_LOOP_ROW:
-            return split
-    return min(valid) if valid else layout.rank
 
 
 def _cut_axes(layout: Layout, ref: TensorRef) -> set[int]:

@@ -132,7 +132,7 @@ def _info(b: _Built) -> KernelInfo:
         name=b.kernel.name,
         members=b.kernel.members,
         schedule=b.kernel.schedule,
-        memory=str(b.group.memory),
+        memory="; ".join(filter(None, (str(b.group.memory), b.kernel.buffer_reuse))),
         inputs=[p.tensor for p in b.kernel.inputs],
         outputs=[p.tensor for p in b.kernel.outputs],
         source=b.source,

@@ -1,0 +1,78 @@
+"""The schedule cost model, in one place: how long a unit of work takes, and which split of an
+elementwise group's domain into units is fastest.
+
+A unit of work (a row, or a block of rows) costs a fixed overhead (the loop setup and the
+dispatch) plus its elements times the cycles per element: the ops' costs and the memory
+traffic, divided by how well the row fills a vector (rows shorter than a vector waste lanes).
+Units run `cores` at a time when there is enough work to wake the other cores. The constants are calibrated on this project's kernels on one
+Sapphire Rapids core (layer norm + GELU and LSTM-gate kernels: about 2 and 4.5 cycles per
+element; the matmul tile: about 35 multiply-adds per cycle).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+Dims = tuple[int | None, ...]
+
+CYCLES_PER_COST = 0.06  # per element, per unit of op cost (op_kinds costs)
+CYCLES_PER_ELEMENT = 1.0  # per element: loads, stores, loop
+MATMUL_MACS_PER_CYCLE = 32  # the matmul tile (cpu_matmul.h)
+VECTOR_ELEMENTS = 16  # float32 lanes of a vector (AVX-512)
+UNIT_OVERHEAD_CYCLES = 50.0  # per unit of work: loop setup, row offsets
+# Less work than this runs on one core: waking a thread of the pool costs about as much.
+PARALLEL_MIN_CYCLES = 40_000
+# The size assumed for an axis unknown until run time (a batch), wherever it falls.
+ROW_GUESS = 256
+
+
+@dataclass(frozen=True)
+class Target:
+    cores: int
+
+    @staticmethod
+    def this_machine() -> Target:
+        return Target(max(1, os.cpu_count() or 1))
+
+
+def unit_cycles(row_elements: int, op_cost: int, macs: int = 0, rows: int = 1) -> int:
+    """Estimated cycles of one unit of work (what TensorFlow's ParallelFor weighs against the
+    cost of waking threads, so that small kernels run on the calling thread)."""
+    per_row = row_elements * (op_cost * CYCLES_PER_COST + CYCLES_PER_ELEMENT)
+    return max(1, round((per_row + macs / MATMUL_MACS_PER_CYCLE) * rows))
+
+
+@dataclass(frozen=True)
+class SplitCost:
+    split: int
+    units: int
+    row_elements: int
+    cycles: float  # of the whole domain, with `cores` units at a time
+
+
+def split_cost(domain: Dims, split: int, op_cost: int, target: Target) -> SplitCost:
+    """The estimated time of an elementwise group cut at `split` (outer axes: units)."""
+    units = math.prod(ROW_GUESS if d is None else d for d in domain[:split])
+    row = math.prod(ROW_GUESS if d is None else d for d in domain[split:])
+    fill = min(1.0, row / VECTOR_ELEMENTS)
+    per_element = (op_cost * CYCLES_PER_COST + CYCLES_PER_ELEMENT) / fill
+    unit = UNIT_OVERHEAD_CYCLES + row * per_element
+    cores = target.cores if units * unit >= PARALLEL_MIN_CYCLES else 1
+    return SplitCost(split, units, row, math.ceil(units / cores) * unit)
+
+
+def choose_loop_split(
+    domain: Dims,
+    valid: list[int],
+    op_cost: int,
+    target: Target | None = None,
+) -> int:
+    """The fastest of the `valid` splits (ties: the most units, then the larger split)."""
+    target = target or Target.this_machine()
+    if not valid:
+        return len(domain)
+    costs = [split_cost(domain, s, op_cost, target) for s in valid]
+    best = min(costs, key=lambda c: (c.cycles, -c.units, -c.split))
+    return best.split
