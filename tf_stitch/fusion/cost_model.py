@@ -4,9 +4,10 @@ elementwise group's domain into units is fastest.
 A unit of work (a row, or a block of rows) costs a fixed overhead (the loop setup and the
 dispatch) plus its elements times the cycles per element: the ops' costs and the memory
 traffic, divided by how well the row fills a vector (rows shorter than a vector waste lanes).
-Units run `cores` at a time when there is enough work to wake the other cores. The constants are calibrated on this project's kernels on one
-Sapphire Rapids core (layer norm + GELU and LSTM-gate kernels: about 2 and 4.5 cycles per
-element; the matmul tile: about 35 multiply-adds per cycle).
+Units run `cores` at a time when there is enough work to wake the other cores. The constants
+are calibrated on this project's kernels on one Sapphire Rapids core (layer norm + GELU and
+LSTM-gate kernels: about 2 and 4.5 cycles per element; the matmul tile: about 35
+multiply-adds per cycle).
 """
 
 from __future__ import annotations
