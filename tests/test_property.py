@@ -1,9 +1,10 @@
 """Property: on random graphs of the supported ops, optimizing never changes the answers.
 
-Hypothesis builds small programs over two [batch, 2N] inputs (elementwise ops, broadcasts of
-rows and columns, row reductions with and without keepdims, windows of the inputs, a matmul now
-and then, several fetched values); each is optimized and compared with TensorFlow at two batch
-sizes. The grouping is checked for cycles by TensorFlow itself when it imports the graph.
+Hypothesis builds small programs over two [batch, 2N] inputs, a [batch, T, N] sequence and
+[batch] row ids (elementwise ops, broadcasts of rows and columns, row reductions with and
+without keepdims, windows of the inputs, steps `seq[:, t]` of the sequence, matmuls of one value
+or of a concatenation of two, rows of a table picked by the ids, several fetched values); each
+is optimized and compared with TensorFlow at two batch sizes. The grouping is checked for cycles by TensorFlow itself when it imports the graph.
 Examples: TF_STITCH_PROPERTY_EXAMPLES (default 15; more for a longer search).
 """
 
@@ -22,6 +23,8 @@ from hypothesis import strategies as st
 import tf_stitch
 
 N = 12
+T = 3
+VOCAB = 7
 EXAMPLES = int(os.environ.get("TF_STITCH_PROPERTY_EXAMPLES", "15"))
 
 UNARY: dict[str, Callable[[tf.Tensor], tf.Tensor]] = {
@@ -52,7 +55,7 @@ REDUCE: dict[str, Callable[..., tf.Tensor]] = {
 
 @dataclass(frozen=True)
 class Step:
-    kind: str  # unary | binary | reduce | window | matmul
+    kind: str  # unary | binary | reduce | window | step | matmul | concat_matmul | gather
     op: str
     args: tuple[int, ...]
     keepdims: bool = True
@@ -64,7 +67,10 @@ def programs(draw: st.DrawFn) -> tuple[list[Step], list[int]]:
     count = 2  # values 0 and 1 are the inputs
     for _ in range(draw(st.integers(2, 9))):
         kind = draw(
-            st.sampled_from(["unary", "unary", "binary", "binary", "reduce", "window", "matmul"])
+            st.sampled_from(
+                ["unary", "unary", "binary", "binary", "reduce", "window", "matmul"]
+                + ["step", "concat_matmul", "gather"]
+            )
         )
         pick = st.integers(0, count - 1)
         if kind == "unary":
@@ -81,6 +87,12 @@ def programs(draw: st.DrawFn) -> tuple[list[Step], list[int]]:
             )
         elif kind == "window":
             steps.append(Step(kind, "slice", (draw(st.integers(0, 1)), draw(st.integers(0, 5)))))
+        elif kind == "step":
+            steps.append(Step(kind, "step", (draw(st.integers(-T, T - 1)),)))
+        elif kind == "concat_matmul":
+            steps.append(Step(kind, "concat_matmul", (draw(pick), draw(pick))))
+        elif kind == "gather":
+            steps.append(Step(kind, "gather", ()))
         else:
             steps.append(Step(kind, "matmul", (draw(pick),)))
         count += 1
@@ -91,13 +103,15 @@ def programs(draw: st.DrawFn) -> tuple[list[Step], list[int]]:
 def build(steps: list[Step], outputs: list[int]) -> Callable[..., tuple[tf.Tensor, ...]]:
     """The program over inputs of width 2N: values are windows of them (width N), or width-N
     or width-1 results; every output is broadcast to width N."""
-    weights = tf.constant(np.random.default_rng(1).standard_normal([N, N]).astype(np.float32) * 0.3)
+    rng = np.random.default_rng(1)
+    weights = tf.constant(rng.standard_normal([N, N]).astype(np.float32) * 0.3)
+    table = tf.constant(rng.standard_normal([VOCAB, N]).astype(np.float32))
     ones = tf.ones([N])
 
-    def fn(a: tf.Tensor, b: tf.Tensor) -> tuple[tf.Tensor, ...]:
+    def fn(a: tf.Tensor, b: tf.Tensor, seq: tf.Tensor, ids: tf.Tensor) -> tuple[tf.Tensor, ...]:
         values = [a[:, :N], b[:, N:]]
         for s in steps:
-            x = values[s.args[0]]
+            x = values[s.args[0]] if s.args and s.kind not in ("window", "step") else a
             if s.kind == "unary":
                 y = UNARY[s.op](x)
             elif s.kind == "binary":
@@ -108,6 +122,15 @@ def build(steps: list[Step], outputs: list[int]) -> Callable[..., tuple[tf.Tenso
             elif s.kind == "window":
                 source, start = (a, b)[s.args[0]], s.args[1]
                 y = source[:, start : start + N]
+            elif s.kind == "step":
+                y = seq[:, s.args[0]]
+            elif s.kind == "concat_matmul":
+                z = values[s.args[1]]
+                width = int(x.shape[-1]) + int(z.shape[-1])
+                w = rng.standard_normal([width, N]).astype(np.float32) * 0.3
+                y = tf.matmul(tf.concat([x, z], axis=1), tf.constant(w))
+            elif s.kind == "gather":
+                y = tf.gather(table, ids)
             else:
                 y = tf.matmul(x * ones, weights)
             values.append(y)
@@ -125,9 +148,15 @@ def build(steps: list[Step], outputs: list[int]) -> Callable[..., tuple[tf.Tenso
 @given(programs())
 def test_optimized_random_graphs_match_tensorflow(program: tuple[list[Step], list[int]]) -> None:
     steps, outputs = program
-    sig = [tf.TensorSpec([None, 2 * N]), tf.TensorSpec([None, 2 * N])]
+    sig = [
+        tf.TensorSpec([None, 2 * N]),
+        tf.TensorSpec([None, 2 * N]),
+        tf.TensorSpec([None, T, N]),
+        tf.TensorSpec([None], tf.int32),
+    ]
     original = tf.function(build(steps, outputs), input_signature=sig)
     optimized = tf_stitch.optimize(original)
     for batch, seed in ((1, 0), (4, 1)):
-        xs = random_inputs(sig, batch=batch, seed=seed)
-        assert_close(original(*xs), optimized(*xs), rtol=2e-5, atol=2e-5)
+        xs = random_inputs(sig[:3], batch=batch, seed=seed)
+        ids = tf.constant(np.random.default_rng(seed).integers(0, VOCAB, [batch]), tf.int32)
+        assert_close(original(*xs, ids), optimized(*xs, ids), rtol=2e-5, atol=2e-5)
