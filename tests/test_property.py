@@ -4,7 +4,8 @@ Hypothesis builds small programs over two [batch, 2N] inputs, a [batch, T, N] se
 [batch] row ids (elementwise ops, broadcasts of rows and columns, row reductions with and
 without keepdims, windows of the inputs, steps `seq[:, t]` of the sequence, matmuls of one value
 or of a concatenation of two, rows of a table picked by the ids, several fetched values); each
-is optimized and compared with TensorFlow at two batch sizes. The grouping is checked for cycles by TensorFlow itself when it imports the graph.
+is optimized and compared with TensorFlow at two batch sizes. The grouping is checked for
+cycles by TensorFlow itself when it imports the graph.
 Examples: TF_STITCH_PROPERTY_EXAMPLES (default 15; more for a longer search).
 """
 
@@ -46,6 +47,8 @@ BINARY: dict[str, Callable[[tf.Tensor, tf.Tensor], tf.Tensor]] = {
     "min": tf.minimum,
     "div": lambda a, b: a / (tf.abs(b) + 1.0),
 }
+KINDS = ("unary", "unary", "binary", "binary", "reduce", "window", "matmul", "step")
+KINDS += ("concat_matmul", "gather")
 REDUCE: dict[str, Callable[..., tf.Tensor]] = {
     "sum": tf.reduce_sum,
     "mean": tf.reduce_mean,
@@ -67,10 +70,7 @@ def programs(draw: st.DrawFn) -> tuple[list[Step], list[int]]:
     count = 2  # values 0 and 1 are the inputs
     for _ in range(draw(st.integers(2, 9))):
         kind = draw(
-            st.sampled_from(
-                ["unary", "unary", "binary", "binary", "reduce", "window", "matmul"]
-                + ["step", "concat_matmul", "gather"]
-            )
+            st.sampled_from(KINDS)
         )
         pick = st.integers(0, count - 1)
         if kind == "unary":
