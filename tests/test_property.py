@@ -69,9 +69,7 @@ def programs(draw: st.DrawFn) -> tuple[list[Step], list[int]]:
     steps: list[Step] = []
     count = 2  # values 0 and 1 are the inputs
     for _ in range(draw(st.integers(2, 9))):
-        kind = draw(
-            st.sampled_from(KINDS)
-        )
+        kind = draw(st.sampled_from(KINDS))
         pick = st.integers(0, count - 1)
         if kind == "unary":
             steps.append(Step(kind, draw(st.sampled_from(sorted(UNARY))), (draw(pick),)))
