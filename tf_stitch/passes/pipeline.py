@@ -26,6 +26,7 @@ from tf_stitch.passes.dump import Dumper
 from tf_stitch.passes.fold_constants import fold_constants
 from tf_stitch.passes.identities import forward_identities
 from tf_stitch.passes.outline import outline
+from tf_stitch.passes.pack_views import pack_views
 from tf_stitch.passes.prune import prune
 from tf_stitch.passes.push_slices import push_slices
 from tf_stitch.passes.refresh_shapes import refresh_shapes
@@ -43,6 +44,7 @@ PIPELINE: tuple[Pass, ...] = (
     decompose_add_n,  # AddN -> AddV2 chain
     static_reshape,  # Reshape targets computed from Shape -> constants
     slice_views,  # x[:, None] and friends -> Reshape
+    pack_views,  # Transpose/ReverseV2 of a Pack -> a Pack along the final axis
     batch_matmuls,  # an unrolled RNN's per-step input projections -> one matmul
     split_slices,  # Split/SplitV -> one Slice per piece
     push_slices,  # Slice(a + b) -> Slice(a) + Slice(b): slices move up to the matmuls
