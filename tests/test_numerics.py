@@ -222,6 +222,12 @@ CASES = [
         2,
         {"MatMul": 1},
     ),
+    Case(  # Keras' RepeatVector: a Tile of a size-1 axis is a broadcast
+        "tile_as_broadcast",
+        lambda x, y: tf.tanh(tf.tile(x[:, None, :], [1, 4, 1]) + y) * 2.0,
+        [spec(None, 8), spec(None, 4, 8)],
+        1,
+    ),
     Case(  # an LSTM cell: the recurrent matmul, its four gate windows and the update, one kernel
         "lstm_cell",
         lambda h, c, xw, u: _lstm_cell(h, c, xw, u),

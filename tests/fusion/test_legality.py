@@ -228,3 +228,10 @@ def test_constant_feeds_do_not_count_as_fed_outputs() -> None:
     ctx = Context(graph)
     assert ctx.fed == {TensorRef("x")}
     assert verdict(graph, "Exp") and verdict(graph, "mul")
+
+
+def test_tiles_of_size_one_axes_are_broadcasts_and_others_are_refused() -> None:
+    graph = graph_of(lambda x: tf.exp(tf.tile(x, [1, 5, 1])) * 2.0, S([4, 1, 8]))
+    assert verdict(graph, "Tile")
+    graph = graph_of(lambda x: tf.exp(tf.tile(x, [1, 2, 1])) * 2.0, S([4, 3, 8]))
+    assert_not_fused(graph, "Tile", "Tile repeats an axis longer than 1 (not a broadcast)")

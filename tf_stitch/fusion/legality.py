@@ -103,6 +103,8 @@ def _op_specific(graph: Graph, node: Node) -> Decision:
     targets = node.op in ("Reshape", "ExpandDims", "BroadcastTo")
     if targets and constant_value(graph, node.inputs[1]) is None:
         return forbid(f"{node.op} target is not a constant")
+    if node.op == "Tile" and not _tile_is_broadcast(graph, node):
+        return forbid("Tile repeats an axis longer than 1 (not a broadcast)")
     if kind is OpKind.SLICE and slice_window(graph, node) is None:
         return forbid("Slice bounds are not constant, or cut an axis of unknown size")
     if node.op == "Select":
@@ -160,6 +162,15 @@ def matmul_legality(graph: Graph, node: Node) -> Decision:
             "stays a library call"
         )
     return allow()
+
+
+def _tile_is_broadcast(graph: Graph, node: Node) -> bool:
+    """Tile with constant multiples that only repeat axes of size 1: a broadcast."""
+    multiples = constant_value(graph, node.inputs[1])
+    shape = graph.info(node.inputs[0]).shape
+    if multiples is None or shape is None or len(multiples) != len(shape):
+        return False
+    return all(int(m) == 1 or d == 1 for m, d in zip(multiples, shape, strict=True))
 
 
 def same_device(ctx: Context, a: list[str], b: list[str]) -> Decision:

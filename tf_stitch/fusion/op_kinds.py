@@ -105,6 +105,7 @@ OP_TABLE: dict[str, OpSpec] = {
     "Squeeze": OpSpec(OpKind.RESHAPE, 1, 0),
     # broadcasts
     "BroadcastTo": OpSpec(OpKind.BROADCAST, 1, 0),
+    "Tile": OpSpec(OpKind.BROADCAST, 1, 0),  # when it only repeats size-1 axes (legality.py)
     # a constant window of an input, read in place
     "Slice": OpSpec(OpKind.SLICE, 1, 0),
     # rows of a table picked by indices: one indirect row offset per unit of work
