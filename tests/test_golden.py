@@ -1,4 +1,4 @@
-"""Golden files: the C++ generated for five representative kernels is pinned (STYLE item 9).
+"""Golden files: the C++ generated for representative kernels is pinned (STYLE item 9).
 
 The kernels come from `tf_stitch.generated_code`, i.e. the whole pipeline (decompositions,
 slices, planning, lowering, emission), so any change that alters generated code shows up here as
@@ -55,12 +55,26 @@ def siblings(a: tf.Tensor, b: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     return tf.nn.relu(a * 2.0 + 1.0), tf.sigmoid(b) * 3.0
 
 
+def gru_step(h: tf.Tensor, x: tf.Tensor, w: tf.Tensor) -> tf.Tensor:
+    """A TF1-style GRU step: the matmul of concat([x, h]) is a tile read in two segments."""
+    z, r = tf.split(tf.sigmoid(tf.matmul(tf.concat([x, h], 1), w)), 2, axis=1)
+    return z * h + (1.0 - z) * tf.tanh(r * h)
+
+
+def skip_gram(center: tf.Tensor, context: tf.Tensor, table: tf.Tensor) -> tf.Tensor:
+    """Two gathered rows of a table, their dot product and log-sigmoid."""
+    dot = tf.reduce_sum(tf.gather(table, center) * tf.gather(table, context), -1)
+    return tf.math.log_sigmoid(dot)
+
+
 KERNELS: dict[str, tuple[Callable[..., Any], list[tf.TensorSpec]]] = {
     "layer_norm": (layer_norm, [S([None, 64])]),
     "softmax": (softmax, [S([8, 128])]),
     "bias_gelu": (bias_gelu, [S([None, 32]), S([32])]),
     "lstm_gates": (lstm_gates, [S([None, 64]), S([None, 64]), S([None, 16])]),
     "siblings": (siblings, [S([None, 24]), S([None, 24])]),
+    "gru_step": (gru_step, [S([None, 32]), S([None, 16]), S([48, 64])]),
+    "skip_gram": (skip_gram, [S([None], tf.int32), S([None], tf.int32), S([100, 32])]),
 }
 
 
