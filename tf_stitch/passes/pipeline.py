@@ -33,6 +33,7 @@ from tf_stitch.passes.refresh_shapes import refresh_shapes
 from tf_stitch.passes.slice_views import slice_views
 from tf_stitch.passes.split_slices import split_slices
 from tf_stitch.passes.static_reshape import static_reshape
+from tf_stitch.passes.transpose_views import transpose_views
 from tf_stitch.passes.stitch import stitch
 
 PIPELINE: tuple[Pass, ...] = (
@@ -44,6 +45,7 @@ PIPELINE: tuple[Pass, ...] = (
     decompose_add_n,  # AddN -> AddV2 chain
     static_reshape,  # Reshape targets computed from Shape -> constants
     slice_views,  # x[:, None] and friends -> Reshape
+    transpose_views,  # Transposes that only move size-1 axes -> Reshape
     pack_views,  # Transpose/ReverseV2 of a Pack -> a Pack along the final axis
     batch_matmuls,  # an unrolled RNN's per-step input projections -> one matmul
     split_slices,  # Split/SplitV -> one Slice per piece
