@@ -33,8 +33,8 @@ from tf_stitch.passes.refresh_shapes import refresh_shapes
 from tf_stitch.passes.slice_views import slice_views
 from tf_stitch.passes.split_slices import split_slices
 from tf_stitch.passes.static_reshape import static_reshape
-from tf_stitch.passes.transpose_views import transpose_views
 from tf_stitch.passes.stitch import stitch
+from tf_stitch.passes.transpose_views import transpose_views
 
 PIPELINE: tuple[Pass, ...] = (
     drop_pure_control_deps,  # control edges from side-effect-free nodes order nothing
