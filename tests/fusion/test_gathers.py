@@ -91,3 +91,15 @@ def test_a_table_computed_by_another_kernel_is_read_after_it() -> None:
     assert [n.op for n in opt.graph_def.node].count("StitchedKernel") == 2
     args = (tf.random.normal([VOCAB, DIM], seed=1), _ids((7,), tf.int32, 3))
     assert_close(f(*args), opt(*args))
+
+
+def test_one_row_picked_by_a_constant_index_broadcasts_over_the_rows() -> None:
+    specs = [S([None, DIM])]
+
+    def fn(x: tf.Tensor) -> tf.Tensor:
+        return tf.tanh(x * tf.gather(TABLE, 3) + 1.0)
+
+    f = tf.function(fn, input_signature=specs)
+    opt = tf_stitch.optimize(f)
+    x = tf.random.normal([5, DIM], seed=4)
+    assert_close(f(x), opt(x))

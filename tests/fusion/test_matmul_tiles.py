@@ -189,3 +189,18 @@ def test_views_keep_rows_only_when_provable() -> None:
     assert verdicts["ExpandDims(None, 1, 1, 8)"]
     assert not verdicts["Reshape(None, 8)"]  # unknown rows: not provable
     assert not verdicts["Reshape(8, 1)"]
+
+
+@pytest.mark.parametrize(("k", "n"), [(0, 8), (8, 0), (5, 3)])
+def test_empty_and_tiny_products(k: int, n: int) -> None:
+    w = tf.constant(np.ones((k, n), np.float32))
+    specs = [S([None, k])]
+
+    def fn(x: tf.Tensor) -> tf.Tensor:
+        return tf.tanh(tf.matmul(x, w) + 1.0) * 2.0
+
+    f = tf.function(fn, input_signature=specs)
+    opt = tf_stitch.optimize(f)
+    for batch in (0, 3):
+        x = tf.ones([batch, k])
+        assert_close(f(x), opt(x))
