@@ -172,7 +172,7 @@ def test_a_reshape_that_merges_rows_is_read_as_its_own_rows() -> None:
 
 
 def test_views_keep_rows_only_when_provable() -> None:
-    from tf_stitch.fusion.layout import _keeps_rows
+    from tf_stitch.fusion.operand_segments import keeps_rows
 
     def fn(x: tf.Tensor, y: tf.Tensor) -> Any:
         return (
@@ -184,7 +184,7 @@ def test_views_keep_rows_only_when_provable() -> None:
         )
 
     graph = _graph(fn, S([None, 1, 8]), S([1, 8]))
-    verdicts = {n.op + str(n.outputs[0].shape): _keeps_rows(graph, n) for n in graph}
+    verdicts = {n.op + str(n.outputs[0].shape): keeps_rows(graph, n) for n in graph}
     assert verdicts["Squeeze(None, 8)"] and not verdicts["Squeeze(8,)"]
     assert verdicts["ExpandDims(None, 1, 1, 8)"]
     assert not verdicts["Reshape(None, 8)"]  # unknown rows: not provable

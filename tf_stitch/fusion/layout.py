@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from tf_stitch.fusion.cost_model import choose_loop_split
 from tf_stitch.fusion.decision import Decision, forbid
 from tf_stitch.fusion.op_kinds import OpKind, op_spec
+from tf_stitch.fusion.operand_segments import NotInPlace, OperandReader, Segment, static_product
+from tf_stitch.fusion.static_args import reduction_axes, slice_window
 from tf_stitch.graph.ir import Graph, Node, TensorRef
-from tf_stitch.graph.values import constant_value
 
 Dims = tuple[int | None, ...]
 FULL = "full"
@@ -54,17 +55,6 @@ class SliceSource:
     begin: tuple[int, ...]
     axes: tuple[int, ...]
     window: Dims
-
-
-@dataclass(frozen=True)
-class Segment:
-    """Columns of a matmul's left operand read in place from a tensor whose dim 0 is the rows:
-    `width` elements per row, from `offset` (of row 0) with `row_stride` between rows."""
-
-    tensor: TensorRef
-    offset: int
-    row_stride: int
-    width: int
 
 
 @dataclass(frozen=True)
@@ -133,37 +123,6 @@ def data_inputs(node: Node) -> list[TensorRef]:
     return list(node.inputs[: spec.data_inputs])
 
 
-def reduction_axes(graph: Graph, node: Node) -> tuple[int, ...] | None:
-    """Sorted non-negative axes of a reduction node, or None if they are not constant."""
-    rank = graph.info(node.inputs[0]).rank
-    axes = constant_value(graph, node.inputs[1]) if len(node.inputs) > 1 else None
-    if axes is None or rank is None:
-        return None
-    flat = [int(a) for a in axes.reshape(-1)]
-    if any(a < -rank or a >= rank for a in flat):
-        return None
-    normalized = [a % rank if rank else a for a in flat]
-    if len(set(normalized)) != len(normalized):
-        return None  # TensorFlow rejects duplicate axes at run time; leave that to it
-    return tuple(sorted(normalized))
-
-
-def slice_window(graph: Graph, node: Node) -> tuple[int, ...] | None:
-    """The begin offsets of a Slice with constant bounds that cuts only axes of known size
-    (whole axes of unknown size are fine), else None."""
-    shape = graph.info(node.inputs[0]).shape
-    begin = constant_value(graph, node.inputs[1])
-    size = constant_value(graph, node.inputs[2])
-    if shape is None or begin is None or size is None or len(begin) != len(shape):
-        return None
-    out = node.outputs[0].shape or ()
-    for dim, b, s, o in zip(shape, begin, size, out, strict=True):
-        whole = int(b) == 0 and (int(s) == -1 or (dim is not None and int(s) == dim))
-        if not whole and (dim is None or o is None):
-            return None
-    return tuple(int(b) for b in begin)
-
-
 def keep_dims(node: Node) -> bool:
     return bool(node.attrs.get("keep_dims", False))
 
@@ -185,7 +144,7 @@ class _Analysis:
         self.placements: dict[TensorRef, Placement] = {}
         self.slices: dict[TensorRef, SliceSource] = {}
         self.tiles: dict[TensorRef, MatMulTile] = {}
-        self._fed = graph.fed()
+        self.operands = OperandReader(graph, self.names, graph.fed())
         self.gathers: dict[TensorRef, GatherSource] = {}
         self.domain: Dims = ()
         self.split = -1
@@ -344,7 +303,7 @@ class _Analysis:
         self.placements[out] = placement
         index_axes = placement.axes[: len(index_dims)]
         self._record_external(indices, Placement(FULL, index_dims, index_axes))
-        row = _static_product(shape[1:]) or 0
+        row = static_product(shape[1:]) or 0
         self.gathers[out] = GatherSource(table, indices, int(shape[0] or 0), row)
 
     def _place_matmul(self, node: Node) -> None:
@@ -358,62 +317,13 @@ class _Analysis:
         k, n = self.graph.info(b).shape or (None, None)
         assert k is not None and n is not None  # node legality checked it
         rows = (self.graph.info(a).shape or (None,))[0]
-        segments = tuple(self._segments(a, rows))
+        try:
+            segments = tuple(self.operands.segments(a, rows))
+        except NotInPlace as e:
+            raise LayoutError(f"{node.name}: {e}") from e
         if sum(s.width for s in segments) != k:
             raise LayoutError(f"{node.name}: its left operand's columns are not read in place")
         self.tiles[node.output(0)] = MatMulTile(node.name, a, b, k, n, segments)
-
-    def _segments(self, ref: TensorRef, rows: int | None) -> list[Segment]:
-        """`ref` as column segments of tensors outside the group (see `Segment`)."""
-        if ref.node in self.names:
-            raise LayoutError(
-                f"operand {ref} of a matmul is computed in the group; a matmul's operands "
-                "must be complete before its kernel starts"
-            )
-        node = self.graph.nodes.get(ref.node)
-        if node is not None and ref not in self._fed and not node.control_inputs:
-            if node.op == "ConcatV2" and ref.index == 0:
-                axis = constant_value(self.graph, node.inputs[-1])
-                rank = len(self.graph.info(ref).shape or ())
-                if axis is not None and rank == 2 and int(axis) % 2 == 1:
-                    return [s for r in node.inputs[:-1] for s in self._segments(r, rows)]
-            inner = self._read_through(node, rows)
-            if inner is not None:
-                return inner
-        shape = self.graph.info(ref).shape or ()
-        row = _static_product(shape[1:])
-        if not shape or row is None or not _same_dims(shape[:1], (rows,)):
-            raise LayoutError(f"matmul operand {ref} has no static row layout")
-        return [Segment(ref, 0, row, row)]
-
-    def _read_through(self, node: Node, rows: int | None) -> list[Segment] | None:
-        """Segments of a view or a Slice that keeps all rows and one contiguous run of each."""
-        if _keeps_rows(self.graph, node):
-            return self._segments(node.inputs[0], rows)
-        if node.op != "Slice" or slice_window(self.graph, node) is None:
-            return None
-        src = node.inputs[0]
-        source = tuple(self.graph.info(src).shape or ())
-        window = tuple(node.outputs[0].shape or ())
-        begin = slice_window(self.graph, node) or ()
-        if not source or not _same_dims(source[:1], (rows,)) or window[:1] != source[:1]:
-            return None
-        if any(d is None for d in source[1:] + window[1:]):
-            return None
-        cut = [i for i in range(1, len(source)) if window[i] != source[i]]
-        if cut and any(window[i] != 1 for i in range(1, cut[-1])):
-            return None  # more than one run per row
-        try:
-            whole = self._segments(src, rows)
-        except LayoutError:
-            return None
-        if len(whole) != 1 or whole[0].width != whole[0].row_stride:
-            return None
-        inner = whole[0]
-        strides = [_static_product(source[i + 1 :]) or 0 for i in range(len(source))]
-        offset = sum(int(b) * st for b, st in zip(begin[1:], strides[1:], strict=True))
-        width = _static_product(window[1:]) or 0
-        return [Segment(inner.tensor, inner.offset + offset, inner.row_stride, width)]
 
     def _place_operand(self, ref: TensorRef, frame: str, user: Node) -> None:
         if self._computed(ref):
@@ -569,35 +479,6 @@ def _inner_access(p: Placement, domain: Dims, split: int, cut: set[int]) -> str:
 
 def _nontrivial(p: Placement) -> list[tuple[int, int | None]]:
     return [(a, d) for a, d in zip(p.axes, p.dims, strict=True) if d != 1]
-
-
-def _keeps_rows(graph: Graph, node: Node) -> bool:
-    """A view whose dim 0 is provably its input's dim 0 (so each row keeps its elements)."""
-    if not node.inputs or node.op not in ("Identity", "Squeeze", "ExpandDims", "Reshape"):
-        return False
-    src = graph.info(node.inputs[0]).shape
-    out = node.outputs[0].shape
-    if not src or not out:
-        return False
-    if node.op == "Identity":
-        return True
-    if node.op == "Squeeze":
-        axes = node.attrs.get("squeeze_dims")
-        items = getattr(axes, "items", ())
-        return bool(items) and all(int(a) % len(src) != 0 for a in items)
-    if node.op == "ExpandDims":
-        axis = constant_value(graph, node.inputs[1])
-        return axis is not None and int(axis) % (len(src) + 1) != 0
-    return src[0] is not None and src[0] == out[0]  # a Reshape: only provable when static
-
-
-def _static_product(dims: Dims) -> int | None:
-    n = 1
-    for d in dims:
-        if d is None:
-            return None
-        n *= d
-    return n
 
 
 def _same_dims(a: Dims, b: Dims) -> bool:

@@ -13,8 +13,9 @@ from functools import cached_property
 from tensorflow.python.framework import op_def_registry
 
 from tf_stitch.fusion.decision import Decision, allow, forbid
-from tf_stitch.fusion.layout import OUTER, Layout, fmt, reduction_axes, slice_window
+from tf_stitch.fusion.layout import OUTER, Layout, fmt
 from tf_stitch.fusion.op_kinds import FUSIBLE_DTYPES, OpKind, op_spec
+from tf_stitch.fusion.static_args import reduction_axes, slice_window
 from tf_stitch.graph.ir import Graph, Node, TensorRef
 from tf_stitch.graph.values import constant_value
 
