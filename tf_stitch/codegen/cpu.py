@@ -360,7 +360,7 @@ class _Emitter:
             if isinstance(s, Let):
                 self._emit(f"const {_CTYPE[s.dtype]} {s.var} = {self._expr(s.expr, row)};", depth)
             elif isinstance(s, Store):
-                self._emit(f"{self._addr(self.params[s.param], row)} = {s.var};", depth)
+                self._emit(f"{self._addr(self.params[s.param], row, s.offset)} = {s.var};", depth)
             elif isinstance(s, Accumulate):
                 red = self.reductions[s.reduction]
                 acc = f"{red.name}_acc[{lane}]"

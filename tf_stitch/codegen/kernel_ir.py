@@ -127,6 +127,7 @@ class Let:
 class Store:
     param: str
     var: str
+    offset: Size = 0  # elements past the param's position (a part of a concatenation)
 
 
 @dataclass(frozen=True)

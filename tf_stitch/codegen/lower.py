@@ -176,7 +176,11 @@ class _Lowerer:
             if op_spec(node.op).kind is OpKind.REDUCE:
                 self._reduce(node)
         for ref, param in zip(self.group.outputs, self.kernel.outputs, strict=True):
-            if ref not in self.layout.tiles:  # tiles are written whole, per block
+            concat = self.layout.concats.get(ref)
+            if concat is not None:
+                for n, part in enumerate(concat.parts):
+                    self._store(part, param, n * concat.width)
+            elif ref not in self.layout.tiles:  # tiles are written whole, per block
                 self._store(ref, param)
         k = self.kernel
         while self.loops and not self.loops[-1]:
@@ -316,12 +320,27 @@ class _Lowerer:
     def _bind_outputs(self) -> None:
         for i, ref in enumerate(self.group.outputs):
             tile = self.tile_names.get(ref)
+            if ref in self.layout.concats:
+                self.kernel.outputs.append(self._concat_param(ref, f"out{i}", i))
+                continue
             if tile is None:
                 self.kernel.outputs.append(self._param(ref, f"out{i}", i))
                 continue
             param = self._raw_param_like(ref, f"out{i}", i)
             self.kernel.outputs.append(param)
             self.tile_names[ref] = replace(tile, out=param.name)
+
+    def _concat_param(self, ref: TensorRef, name: str, index: int) -> Param:
+        """The concatenation, on the axes of its parts (its last dim is n parts wide)."""
+        part = self.layout.placements[self.layout.concats[ref].parts[0]]
+        dims = tuple(self.graph.info(ref).shape or ())
+        access = access_of(Placement(part.frame, dims, part.axes), self.domain, self.layout.split)
+        inner = [a for a in range(self.layout.split, len(self.domain)) if self.domain[a] != 1]
+        if len(inner) > 1:  # rows of the parts are not contiguous in the concatenation
+            access = replace(access, inner="general")
+        info = self.graph.info(ref)
+        per_row = self.layout.is_row_level(self.layout.concats[ref].parts[0])
+        return Param(index, name, str(ref), info.dtype, dims, part.axes, access, per_row)
 
     def _raw_param_like(self, ref: TensorRef, name: str, index: int) -> Param:
         info = self.graph.info(ref)
@@ -444,17 +463,17 @@ class _Lowerer:
         self.loops[loop].append(Let(name, self.graph.info(ref).dtype, expr))
         return name
 
-    def _store(self, ref: TensorRef, param: Param) -> None:
+    def _store(self, ref: TensorRef, param: Param, offset: Size = 0) -> None:
         if param.per_row:
             value = self.value(ref, None)
             stmts = self.row_stmts[self._level(ref)]
             var = value.name if isinstance(value, Var) else self._row_force(stmts, param, value)
-            stmts.append(Store(param.name, var))
+            stmts.append(Store(param.name, var, offset))
             return
         loop = self._level(ref)
         value = self.value(ref, loop)
         var = value.name if isinstance(value, Var) else self._force_var(loop, ref, value)
-        self.loops[loop].append(Store(param.name, var))
+        self.loops[loop].append(Store(param.name, var, offset))
 
     def _row_force(self, stmts: list, param: Param, expr: Expr) -> str:
         name = self._var()

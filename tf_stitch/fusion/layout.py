@@ -82,6 +82,15 @@ class GatherSource:
     row_elements: int
 
 
+@dataclass(frozen=True)
+class ConcatSink:
+    """A ConcatV2 of equal parts along the last axis: the kernel writes part k at offset
+    k * width of each row of the output; nothing in the kernel reads the concatenation."""
+
+    parts: tuple[TensorRef, ...]
+    width: int
+
+
 @dataclass
 class Layout:
     domain: Dims
@@ -94,6 +103,8 @@ class Layout:
     tiles: dict[TensorRef, MatMulTile] = field(default_factory=dict)
     # GatherV2 outputs, read from their table's rows.
     gathers: dict[TensorRef, GatherSource] = field(default_factory=dict)
+    # ConcatV2 outputs, written part by part.
+    concats: dict[TensorRef, ConcatSink] = field(default_factory=dict)
 
     @property
     def rank(self) -> int:
@@ -120,6 +131,8 @@ def data_inputs(node: Node) -> list[TensorRef]:
     spec = op_spec(node.op)
     if spec.kind is OpKind.ELEMENTWISE:
         return list(node.inputs)
+    if spec.kind is OpKind.CONCAT:
+        return list(node.inputs[:-1])
     return list(node.inputs[: spec.data_inputs])
 
 
@@ -146,6 +159,7 @@ class _Analysis:
         self.tiles: dict[TensorRef, MatMulTile] = {}
         self.operands = OperandReader(graph, self.names, graph.fed())
         self.gathers: dict[TensorRef, GatherSource] = {}
+        self.concats: dict[TensorRef, ConcatSink] = {}
         self.domain: Dims = ()
         self.split = -1
 
@@ -163,6 +177,7 @@ class _Analysis:
         kind, split = ("row", self.split) if reductions else ("loop", len(self.domain))
         layout = Layout(self.domain, split, kind, self.placements, self.slices, self.tiles)
         layout.gathers = self.gathers
+        layout.concats = self.concats
         if reductions:
             if forced is not None and forced != self.split:
                 raise LayoutError(
@@ -234,7 +249,8 @@ class _Analysis:
                 (ref, _domain_shape(self.graph, node, ref))
                 for node in self.nodes
                 if op_spec(node.op).kind not in (OpKind.RESHAPE, OpKind.MATMUL)
-                for ref in [*_read_inputs(node), node.output(0)]
+                for ref in _read_inputs(node)
+                + ([] if op_spec(node.op).kind is OpKind.CONCAT else [node.output(0)])
             ]
             return broadcast_all(shapes), -1
         first = reductions[0]
@@ -261,6 +277,8 @@ class _Analysis:
     def _place_node(self, node: Node) -> None:
         kind = op_spec(node.op).kind
         out = node.output(0)
+        if any(r in self.concats for r in data_inputs(node)):
+            raise LayoutError(f"{node.name} reads a concatenation its kernel writes")
         if kind is OpKind.REDUCE:
             src = node.inputs[0]
             self._place_operand(src, FULL, node)
@@ -277,6 +295,8 @@ class _Analysis:
             self._place_matmul(node)
         elif kind is OpKind.GATHER:
             self._place_gather(node)
+        elif kind is OpKind.CONCAT:
+            self._place_concat(node)
         elif kind is OpKind.BROADCAST:
             self._place_operand(node.inputs[0], FULL, node)
             self.placements[out] = self._place(out, FULL)
@@ -288,6 +308,16 @@ class _Analysis:
             for ref in node.inputs:
                 self._place_operand(ref, frame, node)
             self.placements[out] = self._place(out, frame)
+
+    def _place_concat(self, node: Node) -> None:
+        parts = tuple(node.inputs[:-1])
+        for ref in parts:
+            self._place_operand(ref, FULL, node)
+        placements = {self.placements[r] for r in parts}
+        if len(placements) != 1:
+            raise LayoutError(f"{node.name}: its parts are placed differently")
+        width = (self.graph.info(parts[0]).shape or (0,))[-1] or 0
+        self.concats[node.output(0)] = ConcatSink(parts, int(width))
 
     def _place_gather(self, node: Node) -> None:
         table, indices = node.inputs[:2]

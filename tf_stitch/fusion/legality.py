@@ -83,6 +83,8 @@ def node_legality(ctx: Context, node: Node) -> Decision:
         if info.shape is None:
             return forbid("output rank is unknown")
     data = node.inputs if spec.kind is OpKind.ELEMENTWISE else node.inputs[: spec.data_inputs]
+    if spec.kind is OpKind.CONCAT:
+        data = node.inputs[:-1]
     if spec.kind is OpKind.GATHER:
         data = data[:1]  # the indices are integers (gather_legality checks them)
     for ref in data:
@@ -118,6 +120,23 @@ def _op_specific(graph: Graph, node: Node) -> Decision:
         return matmul_legality(graph, node)
     if kind is OpKind.GATHER:
         return gather_legality(graph, node)
+    if kind is OpKind.CONCAT:
+        return concat_legality(graph, node)
+    return allow()
+
+
+def concat_legality(graph: Graph, node: Node) -> Decision:
+    """May this ConcatV2 be written by a kernel (parts of one shape, along the last axis)?"""
+    parts = node.inputs[:-1]
+    shapes = {graph.info(r).shape for r in parts}
+    axis = constant_value(graph, node.inputs[-1])
+    if len(parts) < 2 or len(shapes) != 1:
+        return forbid("ConcatV2 of parts of different shapes")
+    (shape,) = shapes
+    if axis is None or not shape or int(axis) % len(shape) != len(shape) - 1:
+        return forbid("ConcatV2 not along the last axis")
+    if shape[-1] is None:
+        return forbid("ConcatV2 of parts of unknown width")
     return allow()
 
 
@@ -202,7 +221,8 @@ def outputs_legality(layout: Layout, outputs: list[TensorRef]) -> Decision:
             continue  # each block writes its rows of the matmul
         if ref in layout.slices:
             return forbid(f"output {ref} is a window of an input: a kernel would only copy it")
-        p = layout.placements[ref]
+        concat = layout.concats.get(ref)
+        p = layout.placements[concat.parts[0] if concat else ref]
         nontrivial = [(a, d) for a, d in zip(p.axes, p.dims, strict=True) if d != 1]
         dense = [(a, d) for a, d in enumerate(domain) if d != 1]
         if p.frame != OUTER and nontrivial == dense:

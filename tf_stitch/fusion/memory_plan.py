@@ -120,7 +120,8 @@ def _crossing_values(
     names = {n.name for n in nodes}
     out: list[TensorRef] = []
     for node in nodes:
-        if node.output(0) in layout.tiles or layout.is_row_level(node.output(0)):
+        result = node.output(0)
+        if result in layout.tiles or result in layout.concats or layout.is_row_level(result):
             continue
         for ref in data_inputs(node):
             if ref.node not in names or ref in layout.tiles or layout.is_row_level(ref):

@@ -19,6 +19,7 @@ from tf_stitch.fusion.legality import (
     group_outputs,
     is_library_epilogue,
     node_legality,
+    outputs_legality,
 )
 from tf_stitch.fusion.memory_plan import DEFAULT_BUDGET_BYTES, MemoryPlan, plan_memory
 from tf_stitch.fusion.merge import merge_legality
@@ -109,7 +110,28 @@ def plan_groups(graph: Graph, options: PlannerOptions | None = None) -> Plan:
         group = _finish(ctx, members, len(plan.groups), options, plan)
         if group is not None:
             plan.groups.append(group)
+    _expose_read_through(ctx, plan)
     return plan
+
+
+def _expose_read_through(ctx: Context, plan: Plan) -> None:
+    """A matmul tile reads its left operand in place, through concatenations and slices that
+    then need not run: a tensor it reads that another group computes must be an output of that
+    group (its concatenation may be written by that kernel, not the tensor itself). Where that
+    output cannot be written, the reading group stays TensorFlow ops."""
+    owner = {name: g for g in plan.groups for name in g.names}
+    for reader in list(plan.groups):
+        reads = [s.tensor for t in reader.layout.tiles.values() for s in t.segments]
+        for ref in reads:
+            group = owner.get(ref.node)
+            if group is None or group is reader or ref in group.outputs:
+                continue
+            verdict = outputs_legality(group.layout, [*group.outputs, ref])
+            if not verdict:
+                plan.groups.remove(reader)
+                plan.log(f"group of {reader.nodes[0].name}", verdict)
+                break
+            group.outputs.append(ref)
 
 
 def _finish(
