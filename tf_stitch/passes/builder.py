@@ -88,3 +88,22 @@ def _np_dtype(dtype: str) -> Any:
     import tensorflow as tf
 
     return tf.as_dtype(dtype).as_numpy_dtype
+
+
+def replace_with_reshape(graph: Graph, node: Node) -> bool:
+    """Turns `node` (a view of its first input) into a Reshape to its own output shape, keeping
+    its name and outputs; False (and nothing changed) if two or more sizes are unknown."""
+    shape = node.outputs[0].shape
+    if shape is None or sum(d is None for d in shape) > 1:
+        return False
+    target = np.asarray([-1 if d is None else d for d in shape], np.int32)
+    const = NodeBuilder(graph, node.name, node.device).const(target, "int32", "view_shape")
+    graph.nodes[node.name] = Node(
+        node.name,
+        "Reshape",
+        [node.inputs[0], const],
+        {"T": node.attrs["T"], "Tshape": DType("int32")},
+        list(node.outputs),
+        device=node.device,
+    )
+    return True

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tf_stitch.graph.ir import DType, Graph, Node, TensorRef
+from tf_stitch.graph.ir import Graph, Node
 from tf_stitch.graph.values import constant_value
 from tf_stitch.passes.base import PassContext, graph_pass
-from tf_stitch.passes.builder import NodeBuilder
+from tf_stitch.passes.builder import replace_with_reshape
 
 
 @graph_pass("slice-views")
@@ -21,19 +21,7 @@ def slice_views(graph: Graph, ctx: PassContext) -> Graph:
     for node in list(out):
         if node.op != "StridedSlice" or node.control_inputs or not _is_view(out, node):
             continue
-        shape = node.outputs[0].shape
-        if shape is None or sum(d is None for d in shape) > 1:
-            continue
-        target = np.asarray([-1 if d is None else d for d in shape], dtype=np.int32)
-        const = NodeBuilder(out, node.name, node.device).const(target, "int32", base="view_shape")
-        out.nodes[node.name] = Node(
-            node.name,
-            "Reshape",
-            [node.inputs[0], TensorRef(const.node, 0)],
-            {"T": node.attrs["T"], "Tshape": DType("int32")},
-            list(node.outputs),
-            device=node.device,
-        )
+        replace_with_reshape(out, node)
     return out
 
 

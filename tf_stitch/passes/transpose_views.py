@@ -7,12 +7,10 @@ that a kernel reads in place.
 
 from __future__ import annotations
 
-import numpy as np
-
-from tf_stitch.graph.ir import DType, Graph, Node, TensorRef
+from tf_stitch.graph.ir import Graph
 from tf_stitch.graph.values import constant_value
 from tf_stitch.passes.base import PassContext, graph_pass
-from tf_stitch.passes.builder import NodeBuilder
+from tf_stitch.passes.builder import replace_with_reshape
 
 
 @graph_pass("transpose-views")
@@ -29,16 +27,6 @@ def transpose_views(graph: Graph, ctx: PassContext) -> Graph:
             continue
         moved = [int(p) for p in perm.reshape(-1)]
         kept = [p for p in moved if shape[p] != 1]
-        if kept != sorted(kept) or sum(d is None for d in target) > 1:
-            continue
-        new_shape = np.asarray([-1 if d is None else d for d in target], np.int32)
-        const = NodeBuilder(out, node.name, node.device).const(new_shape, "int32", "view_shape")
-        out.nodes[node.name] = Node(
-            node.name,
-            "Reshape",
-            [node.inputs[0], TensorRef(const.node, 0)],
-            {"T": node.attrs["T"], "Tshape": DType("int32")},
-            list(node.outputs),
-            device=node.device,
-        )
+        if kept == sorted(kept):
+            replace_with_reshape(out, node)
     return out
