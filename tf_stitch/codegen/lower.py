@@ -265,18 +265,7 @@ class _Lowerer:
     def _raw_param(self, ref: TensorRef, axes: tuple[int, ...]) -> Param:
         if ref not in self.raw_params:
             index = len(self.kernel.inputs)
-            info = self.graph.info(ref)
-            rank = len(self.domain)
-            param = Param(
-                index,
-                f"in{index}",
-                str(ref),
-                info.dtype,
-                tuple(info.shape or ()),
-                axes,
-                Access((0,) * rank, "zero", "zero", 0),
-                False,
-            )
+            param = self._whole_tensor(ref, f"in{index}", index, axes)
             self.kernel.inputs.append(param)
             self.raw_params[ref] = param
         return self.raw_params[ref]
@@ -326,7 +315,7 @@ class _Lowerer:
             if tile is None:
                 self.kernel.outputs.append(self._param(ref, f"out{i}", i))
                 continue
-            param = self._raw_param_like(ref, f"out{i}", i)
+            param = self._whole_tensor(ref, f"out{i}", i, (self.layout.split - 1, -1))
             self.kernel.outputs.append(param)
             self.tile_names[ref] = replace(tile, out=param.name)
 
@@ -342,18 +331,12 @@ class _Lowerer:
         per_row = self.layout.is_row_level(self.layout.concats[ref].parts[0])
         return Param(index, name, str(ref), info.dtype, dims, part.axes, access, per_row)
 
-    def _raw_param_like(self, ref: TensorRef, name: str, index: int) -> Param:
+    def _whole_tensor(self, ref: TensorRef, name: str, index: int, axes: tuple[int, ...]) -> Param:
+        """A tensor the kernel addresses itself (a matmul operand or result), not per element."""
         info = self.graph.info(ref)
-        rank = len(self.domain)
+        access = Access((0,) * len(self.domain), "zero", "zero", 0)
         return Param(
-            index,
-            name,
-            str(ref),
-            info.dtype,
-            tuple(info.shape or ()),
-            (self.layout.split - 1, -1),
-            Access((0,) * rank, "zero", "zero", 0),
-            False,
+            index, name, str(ref), info.dtype, tuple(info.shape or ()), axes, access, False
         )
 
     def _param(self, ref: TensorRef, name: str, index: int) -> Param:
