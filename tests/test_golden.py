@@ -67,6 +67,13 @@ def skip_gram(center: tf.Tensor, context: tf.Tensor, table: tf.Tensor) -> tf.Ten
     return tf.math.log_sigmoid(dot)
 
 
+def batch_norm_training(x: tf.Tensor) -> tf.Tensor:
+    """Statistics over N,H,W of an NHWC tensor and the normalization: one column kernel."""
+    mean = tf.reduce_mean(x, [0, 1, 2], keepdims=True)
+    var = tf.reduce_mean(tf.square(x - mean), [0, 1, 2], keepdims=True)
+    return (x - mean) * tf.math.rsqrt(var + 1e-3)
+
+
 KERNELS: dict[str, tuple[Callable[..., Any], list[tf.TensorSpec]]] = {
     "layer_norm": (layer_norm, [S([None, 64])]),
     "softmax": (softmax, [S([8, 128])]),
@@ -75,6 +82,7 @@ KERNELS: dict[str, tuple[Callable[..., Any], list[tf.TensorSpec]]] = {
     "siblings": (siblings, [S([None, 24]), S([None, 24])]),
     "gru_step": (gru_step, [S([None, 32]), S([None, 16]), S([48, 64])]),
     "skip_gram": (skip_gram, [S([None], tf.int32), S([None], tf.int32), S([100, 32])]),
+    "batch_norm_training": (batch_norm_training, [S([None, 7, 7, 48])]),
 }
 
 

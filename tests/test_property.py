@@ -2,7 +2,9 @@
 
 Hypothesis builds small programs over two [batch, 2N] inputs, a [batch, T, N] sequence and
 [batch] row ids (elementwise ops, broadcasts of rows and columns, row reductions with and
-without keepdims, windows of the inputs, steps `seq[:, t]` of the sequence, matmuls of one value
+without keepdims, column reductions over the batch, sums over time of the sequence weighted by
+a value, transposes (of a value and back; of the sequence, reduced over time), windows of the
+inputs, steps `seq[:, t]` of the sequence, matmuls of one value
 or of a concatenation of two, rows of a table picked by the ids, several fetched values); each
 is optimized and compared with TensorFlow at two batch sizes. The grouping is checked for
 cycles by TensorFlow itself when it imports the graph.
@@ -48,7 +50,7 @@ BINARY: dict[str, Callable[[tf.Tensor, tf.Tensor], tf.Tensor]] = {
     "div": lambda a, b: a / (tf.abs(b) + 1.0),
 }
 KINDS = ("unary", "unary", "binary", "binary", "reduce", "window", "matmul", "step")
-KINDS += ("concat_matmul", "gather")
+KINDS += ("concat_matmul", "gather", "column", "over_time", "transpose")
 REDUCE: dict[str, Callable[..., tf.Tensor]] = {
     "sum": tf.reduce_sum,
     "mean": tf.reduce_mean,
@@ -58,7 +60,7 @@ REDUCE: dict[str, Callable[..., tf.Tensor]] = {
 
 @dataclass(frozen=True)
 class Step:
-    kind: str  # unary | binary | reduce | window | step | matmul | concat_matmul | gather
+    kind: str  # unary | binary | reduce | column | over_time | window | step | matmul | ...
     op: str
     args: tuple[int, ...]
     keepdims: bool = True
@@ -77,7 +79,7 @@ def programs(draw: st.DrawFn) -> tuple[list[Step], list[int]]:
             steps.append(
                 Step(kind, draw(st.sampled_from(sorted(BINARY))), (draw(pick), draw(pick)))
             )
-        elif kind == "reduce":
+        elif kind in ("reduce", "column"):
             steps.append(
                 Step(
                     kind, draw(st.sampled_from(sorted(REDUCE))), (draw(pick),), draw(st.booleans())
@@ -91,6 +93,12 @@ def programs(draw: st.DrawFn) -> tuple[list[Step], list[int]]:
             steps.append(Step(kind, "concat_matmul", (draw(pick), draw(pick))))
         elif kind == "gather":
             steps.append(Step(kind, "gather", ()))
+        elif kind == "over_time":
+            steps.append(Step(kind, "over_time", (draw(pick),)))
+        elif kind == "transpose":
+            steps.append(
+                Step(kind, draw(st.sampled_from(["there_and_back", "seq"])), (draw(pick),))
+            )
         else:
             steps.append(Step(kind, "matmul", (draw(pick),)))
         count += 1
@@ -117,6 +125,15 @@ def build(steps: list[Step], outputs: list[int]) -> Callable[..., tuple[tf.Tenso
             elif s.kind == "reduce":
                 r = REDUCE[s.op](x, -1, keepdims=s.keepdims)
                 y = r if s.keepdims else tf.expand_dims(r, -1)
+            elif s.kind == "column":
+                r = REDUCE[s.op](x, 0, keepdims=s.keepdims)
+                y = x - (r if s.keepdims else tf.expand_dims(r, 0))  # centred, as batch norm
+            elif s.kind == "over_time":
+                y = tf.reduce_sum(seq * tf.expand_dims(x, 1), 1)
+            elif s.kind == "transpose" and s.op == "seq":
+                y = tf.reduce_max(tf.transpose(seq, [0, 2, 1]) * tf.expand_dims(x, -1), -1)
+            elif s.kind == "transpose":
+                y = tf.transpose(tf.tanh(tf.transpose(x)) * 1.5)
             elif s.kind == "window":
                 source, start = (a, b)[s.args[0]], s.args[1]
                 y = source[:, start : start + N]

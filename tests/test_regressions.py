@@ -89,3 +89,14 @@ def test_graphs_pinned_to_a_gpu_are_left_where_they_are() -> None:
     assert "stitched kernels run on the CPU only" in tf_stitch.explain(f)
     x = tf.random.normal([4, 8])
     assert_close(f(x), opt(x))
+
+
+@pytest.mark.parametrize("index", [(slice(None), 1), (slice(None), slice(None), 2)])
+def test_a_window_that_drops_an_axis_is_read_with_its_source_strides(index: tuple) -> None:
+    # x[:, 1] of [8,4,16] is an [8,16] window whose rows are 64 elements apart; a kernel that
+    # read it as one contiguous run of 128 elements gave wrong values
+    cf = tf.function(lambda x: tf.exp(x[index]) * 2.0 + 1.0).get_concrete_function(S([8, 4, 16]))
+    opt = tf_stitch.optimize(cf)
+    assert len(opt.kernels) == 1
+    x = tf.random.normal([8, 4, 16])
+    assert_close(cf(x), opt(x))

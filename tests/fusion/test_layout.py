@@ -2,42 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import tensorflow as tf
+from layout_helpers import forbid_reason, graph_of, layout_of
 
-from tf_stitch.fusion.decision import Decision
-from tf_stitch.fusion.layout import FULL, OUTER, Layout, Placement, analyze, reduction_axes
+from tf_stitch.fusion.layout import FULL, OUTER, Placement, reduction_axes
 from tf_stitch.fusion.op_kinds import OpKind, op_kind
-from tf_stitch.graph import frontends
 from tf_stitch.graph.ir import Graph, TensorRef
-
-NOT_MEMBERS = {"Placeholder", "Const", "Identity"}
-
-
-def graph_of(fn: Callable[..., Any], *specs: tf.TensorSpec) -> Graph:
-    return frontends.load(tf.function(fn).get_concrete_function(*specs)).graph
-
-
-def analyze_all(graph: Graph) -> Layout | Decision:
-    """Analyzes the group of every fusible node (the output Identity nodes left out)."""
-    members = [n.name for n in graph if n.op not in NOT_MEMBERS and op_kind(n.op) != "opaque"]
-    order = {n.name: i for i, n in enumerate(graph.topological_order())}
-    return analyze(graph, members, order)
-
-
-def layout_of(fn: Callable[..., Any], *specs: tf.TensorSpec) -> tuple[Graph, Layout]:
-    graph = graph_of(fn, *specs)
-    layout = analyze_all(graph)
-    assert isinstance(layout, Layout), layout
-    return graph, layout
-
-
-def forbid_reason(fn: Callable[..., Any], *specs: tf.TensorSpec) -> str:
-    verdict = analyze_all(graph_of(fn, *specs))
-    assert isinstance(verdict, Decision) and not verdict, verdict
-    return verdict.reason
 
 
 def ref(graph: Graph, op: str) -> TensorRef:
@@ -136,9 +106,38 @@ def test_reduction_axes_are_normalized_and_sorted() -> None:
     assert reduction_axes(graph, graph.node("Sum")) == (1, 2)
 
 
-def test_column_reduction_is_refused() -> None:
-    reason = forbid_reason(lambda x: tf.reduce_sum(tf.exp(x), 0), S([4, 8]))
-    assert "only row (innermost-axes) reductions are stitched" in reason
+def test_column_reduction_reorders_the_domain_kept_axes_first() -> None:
+    graph, layout = layout_of(lambda x: tf.reduce_sum(tf.exp(x), 0), S([4, 8]))
+    assert (layout.kind, layout.domain, layout.split) == ("column", (8, 4), 1)
+    x = layout.placements[TensorRef("x", 0)]
+    assert (x.dims, x.axes) == ((4, 8), (1, 0))  # x's rows run along the unit's loop
+    total = layout.placements[ref(graph, "Sum")]
+    assert (total.frame, total.dims, total.axes) == (OUTER, (8,), (0,))
+
+
+def test_batch_statistics_over_n_h_w_keep_the_channels_as_units() -> None:
+    def fn(x: tf.Tensor) -> tf.Tensor:
+        mean = tf.reduce_mean(x, [0, 1, 2], keepdims=True)
+        return x - mean
+
+    graph, layout = layout_of(fn, S([2, 3, 5, 8]))
+    assert (layout.kind, layout.domain, layout.split) == ("column", (8, 2, 3, 5), 1)
+    mean = layout.placements[ref(graph, "Mean")]
+    assert (mean.frame, mean.dims, mean.axes) == (FULL, (1, 1, 1, 8), (1, 2, 3, 0))
+    assert layout.is_row_level(ref(graph, "Mean"))
+
+
+def test_reduction_over_a_middle_axis_keeps_the_axes_around_it() -> None:
+    graph, layout = layout_of(lambda a, h: tf.reduce_sum(a * h, 1), S([2, 7, 1]), S([2, 7, 16]))
+    assert (layout.kind, layout.domain, layout.split) == ("column", (2, 16, 7), 2)
+    weights = layout.placements[TensorRef("a", 0)]
+    assert weights.axes == (0, 2, 1)
+    assert layout.placements[ref(graph, "Sum")].axes == (0, 1)
+
+
+def test_column_reductions_do_not_take_matmul_tiles() -> None:
+    reason = forbid_reason(lambda x, w: tf.reduce_sum(tf.matmul(x, w), 0), S([8, 4]), S([4, 4]))
+    assert "reduction over outer axes" in reason
 
 
 def test_reductions_over_different_axes_are_refused() -> None:

@@ -67,8 +67,13 @@ def test_does_not_fuse_when_the_op_is_opaque() -> None:
 def test_does_not_fuse_when_the_op_kind_is_not_stitched_yet(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    graph = hand_graph("Transpose", monkeypatch, OpKind.TRANSPOSE)
-    assert_not_fused(graph, "y", "Transpose (transpose) is not stitched yet")
+    graph = hand_graph("BatchMatMulV2", monkeypatch, OpKind.BATCH_MATMUL)
+    assert_not_fused(graph, "y", "BatchMatMulV2 (batch_matmul) is not stitched yet")
+
+
+def test_does_not_fuse_a_transpose_by_a_permutation_known_only_at_run_time() -> None:
+    graph = graph_of(lambda x, p: tf.exp(tf.transpose(tf.exp(x), p)), S([4, 8]), S([2], tf.int32))
+    assert_not_fused(graph, "transpose", "Transpose permutation is not a constant")
 
 
 def test_does_not_fuse_when_the_op_is_stateful(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -39,7 +39,7 @@ STACK_BUFFER_BYTES = 64 * 1024
 ABI_VERSION = 1
 # Matmul tiles narrower than one vector of columns take dot products over k instead.
 NARROW_COLUMNS = 16
-_CTYPE = {"float32": "float", "bool": "bool", "int32": "int32_t", "int64": "int64_t"}
+CTYPE = {"float32": "float", "bool": "bool", "int32": "int32_t", "int64": "int64_t"}
 
 # Scalar expression of each op; {0}, {1}, {2} are the operands.
 _EXPR = {
@@ -91,14 +91,14 @@ _EXPR = {
     "Round": "std::rint({0})",
 }
 
-_REDUCE_INIT = {
+REDUCE_INIT = {
     "Sum": "0.0f",
     "Mean": "0.0f",
     "Prod": "1.0f",
     "Max": "-INFINITY",
     "Min": "INFINITY",
 }
-_REDUCE_STEP = {
+REDUCE_STEP = {
     "Sum": "{a} + {v}",
     "Mean": "{a} + {v}",
     "Prod": "{a} * {v}",
@@ -143,10 +143,14 @@ def _header(name: str) -> str:
 
 def emit_cpu(kernel: Kernel) -> str:
     """The complete, self-contained C++ source of one kernel library."""
-    return _Emitter(kernel).source()
+    if kernel.lanes:
+        from tf_stitch.codegen.cpu_columns import ColumnEmitter
+
+        return ColumnEmitter(kernel).source()
+    return Emitter(kernel).source()
 
 
-class _Emitter:
+class Emitter:
     def __init__(self, kernel: Kernel) -> None:
         self.k = kernel
         self.params = {p.name: p for p in kernel.inputs + kernel.outputs + kernel.tile_params}
@@ -155,28 +159,12 @@ class _Emitter:
 
     def source(self) -> str:
         k = self.k
-        head = [f"// tf_stitch kernel {k.name}: {k.schedule}"]
-        head += [f"//   {m}" for m in k.members]
-        head += [
-            "#include <cmath>",
-            "#include <cstdint>",
-            "#include <memory>",
-            "",
-            _header("cpu_math.h"),
-            *([_header("cpu_matmul.h")] if k.tiles else []),
-            *([_GATHER_PRELUDE] if any(p.gather for p in k.inputs) else []),
-            _OPS_PRELUDE,
-            f'extern "C" int ts_abi_version(void) {{ return {ABI_VERSION}; }}',
-            "",
-            'extern "C" void ts_run(const void* const* ts_in, void* const* ts_out, '
-            "const int64_t* ts_sym, int64_t ts_begin, int64_t ts_end) {",
-        ]
-        self.lines = head
+        self.lines = self._head()
         self._prologue()
         if k.tiles:
             # ts_begin/ts_end count blocks of rows
             step = k.block_rows
-            self._emit(f"const int64_t ts_rows = {_product(k.outer)};", 1)
+            self._emit(f"const int64_t ts_rows = {product(k.outer)};", 1)
             last = f"ts_end * {step}"
             self._emit(f"const int64_t ts_last = {last} < ts_rows ? {last} : ts_rows;", 1)
             self._emit(
@@ -196,6 +184,27 @@ class _Emitter:
             self._emit("}", 1)
         self._emit("}")
         return "\n".join(self.lines) + "\n"
+
+    def _head(self) -> list[str]:
+        """Comments, headers, preludes and the opening of `ts_run`."""
+        k = self.k
+        head = [f"// tf_stitch kernel {k.name}: {k.schedule}"]
+        head += [f"//   {m}" for m in k.members]
+        head += [
+            "#include <cmath>",
+            "#include <cstdint>",
+            "#include <memory>",
+            "",
+            _header("cpu_math.h"),
+            *([_header("cpu_matmul.h")] if k.tiles else []),
+            *([_GATHER_PRELUDE] if any(p.gather for p in k.inputs) else []),
+            _OPS_PRELUDE,
+            f'extern "C" int ts_abi_version(void) {{ return {ABI_VERSION}; }}',
+            "",
+            'extern "C" void ts_run(const void* const* ts_in, void* const* ts_out, '
+            "const int64_t* ts_sym, int64_t ts_begin, int64_t ts_end) {",
+        ]
+        return head
 
     def _block_tiles(self) -> None:
         """A block's rows [ts_b0, ts_b1) of every tile, then the pointers that read them."""
@@ -235,18 +244,18 @@ class _Emitter:
         k = self.k
         for s, (axis_name, _, _) in enumerate(k.symbols):
             self._emit(f"const int64_t {axis_name} = ts_sym[{s}];", 1)
-        self._emit(f"const int64_t ts_C = {_product(k.inner)};", 1)
+        self._emit(f"const int64_t ts_C = {product(k.inner)};", 1)
         for p in k.inputs:
-            ct = _CTYPE[p.dtype]
+            ct = CTYPE[p.dtype]
             self._emit(
                 f"const {ct}* __restrict {p.name} = static_cast<const {ct}*>(ts_in[{p.index}]);", 1
             )
         for p in k.outputs:
-            ct = _CTYPE[p.dtype]
+            ct = CTYPE[p.dtype]
             self._emit(f"{ct}* __restrict {p.name} = static_cast<{ct}*>(ts_out[{p.index}]);", 1)
         on_stack = sum(b.elements * (1 if b.dtype == "bool" else 4) for b in k.buffers)
         for b in k.buffers:
-            ct = _CTYPE[b.dtype]
+            ct = CTYPE[b.dtype]
             if on_stack <= STACK_BUFFER_BYTES:
                 self._emit(f"{ct} {b.name}[{b.elements}];", 1)
             else:  # large row buffers live on the heap, once per call
@@ -322,7 +331,7 @@ class _Emitter:
             for r in reds:
                 self._emit(f"float {r.name}_acc[{LANES}];", 3)
                 self._emit(
-                    f"for (int l = 0; l < {LANES}; ++l) {r.name}_acc[l] = {_REDUCE_INIT[r.kind]};",
+                    f"for (int l = 0; l < {LANES}; ++l) {r.name}_acc[l] = {REDUCE_INIT[r.kind]};",
                     3,
                 )
             self._emit("int64_t c = 0;", 3)
@@ -338,7 +347,7 @@ class _Emitter:
             self._emit("}", 3)
             for r in reds:
                 self._emit(f"{r.name}_val = {r.name}_acc[0];", 3)
-                step = _REDUCE_STEP[r.kind].format(a=f"{r.name}_val", v=f"{r.name}_acc[l]")
+                step = REDUCE_STEP[r.kind].format(a=f"{r.name}_val", v=f"{r.name}_acc[l]")
                 self._emit(f"for (int l = 1; l < {LANES}; ++l) {r.name}_val = {step};", 3)
                 if r.kind == "Mean":
                     self._emit(f"{r.name}_val = {r.name}_val / static_cast<float>(ts_C);", 3)
@@ -358,13 +367,13 @@ class _Emitter:
     def _stmts(self, stmts: list[Stmt], depth: int, row: bool, lane: str | None = None) -> None:
         for s in stmts:
             if isinstance(s, Let):
-                self._emit(f"const {_CTYPE[s.dtype]} {s.var} = {self._expr(s.expr, row)};", depth)
+                self._emit(f"const {CTYPE[s.dtype]} {s.var} = {self._expr(s.expr, row)};", depth)
             elif isinstance(s, Store):
                 self._emit(f"{self._addr(self.params[s.param], row, s.offset)} = {s.var};", depth)
             elif isinstance(s, Accumulate):
                 red = self.reductions[s.reduction]
                 acc = f"{red.name}_acc[{lane}]"
-                self._emit(f"{acc} = {_REDUCE_STEP[red.kind].format(a=acc, v=s.var)};", depth)
+                self._emit(f"{acc} = {REDUCE_STEP[red.kind].format(a=acc, v=s.var)};", depth)
             elif isinstance(s, BufferStore):
                 self._emit(f"{s.buffer}[i] = {s.var};", depth)
 
@@ -374,6 +383,8 @@ class _Emitter:
             return f"{p.name}[{p.name}_r{extra}]"
         if p.access.inner == "contiguous":
             return f"{p.name}[{p.name}_r + i{extra}]"
+        if p.access.inner == "strided":
+            return f"{p.name}[{p.name}_r + i * ({p.access.inner_stride}){extra}]"
         return f"{p.name}[{p.name}_r + {p.name}_i{extra}]"
 
     def _expr(self, e: Expr, row: bool) -> str:
@@ -419,7 +430,7 @@ def _loads(e: Expr) -> list[Load]:
     return []
 
 
-def _product(sizes: tuple[Size, ...]) -> str:
+def product(sizes: tuple[Size, ...]) -> str:
     return " * ".join(f"({s})" for s in sizes) or "1"
 
 

@@ -1,6 +1,7 @@
 """The kernel IR: one stitched kernel as blocks of rows, stages, and scalar statements.
 
-A kernel runs one *unit* per point of the outer axes (a row). For each row it runs
+A kernel runs one *unit* per point of the outer axes (a row; a column's point for a reduction
+over outer axes, whose loops stride through memory). For each row it runs
 `row_stmts[0]`, then loop 0 over the row's inner elements, then `row_stmts[1]` (reduction results
 and per-row values that need them), loop 1, ... Rows run in blocks of `block_rows`: before a
 block's rows, each matmul tile of the kernel is computed for the block's rows. Statements are
@@ -22,14 +23,16 @@ class Access:
 
     `strides` has the tensor's stride along every domain axis (0 where it broadcasts).
     `outer`/`inner` say how the row offset and the in-row offset are computed: `contiguous`
-    (row * row_stride, or the element index itself), `zero` (broadcast), or `general`
-    (decomposed into coordinates with the strides).
+    (row * row_stride, or the element index itself), `strided` (inner only: the element index
+    times `inner_stride`, as a column reduction walks its rows), `zero` (broadcast), or
+    `general` (decomposed into coordinates with the strides).
     """
 
     strides: tuple[Size, ...]
     outer: str
     inner: str
     row_stride: Size  # the offset between consecutive rows when `outer` is contiguous
+    inner_stride: Size = 1  # the offset between consecutive elements when `inner` is strided
 
 
 @dataclass(frozen=True)
@@ -179,6 +182,16 @@ class Kernel:
     tile_params: list[Param] = field(default_factory=list)  # reads of tiles
     block_rows: int = 1
     buffer_reuse: str = ""  # what sharing buffers saved (buffer_reuse.py), if anything
+    # A column kernel (0: a row kernel) runs up to `lanes` consecutive units together, one
+    # lane each, so that its loads along the units' axis are contiguous; its row buffers hold
+    # `lanes` rows.
+    lanes: int = 0
+
+    @property
+    def lane_axis(self) -> int | None:
+        """The outer axis consecutive units step along (the last one longer than 1)."""
+        longer = [a for a in range(self.split) if self.domain[a] != 1]
+        return longer[-1] if longer else None
 
     @property
     def outer(self) -> tuple[Size, ...]:

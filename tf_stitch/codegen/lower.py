@@ -8,6 +8,7 @@ plan buffered it, else recomputed there; per-row values are computed once per ro
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -41,6 +42,7 @@ from tf_stitch.fusion.layout import (
     SliceSource,
     data_inputs,
 )
+from tf_stitch.fusion.memory_plan import COLUMN_LANES
 from tf_stitch.fusion.op_kinds import OpKind, op_spec
 from tf_stitch.fusion.planner import Group
 from tf_stitch.graph.ir import Graph, Node, TensorRef
@@ -126,24 +128,34 @@ def _access(strides: list[Size], domain: tuple[Size, ...], split: int, sliced: s
     outer, inner = range(split), range(split, len(domain))
     varying_outer = [a for a in outer if domain[a] != 1 and strides[a] != 0]
     row_stride: Size = strides[varying_outer[-1]] if varying_outer else 0
+    inner_pattern = _pattern(strides, domain, inner, sliced)
+    varying_inner = [a for a in inner if domain[a] != 1 and strides[a] != 0]
+    inner_stride: Size = strides[varying_inner[-1]] if varying_inner else 0
+    if inner_pattern == "contiguous" and inner_stride != 1:
+        inner_pattern = "strided"
     return Access(
         tuple(strides),
         _pattern(strides, domain, outer, sliced),
-        _pattern(strides, domain, inner, sliced),
+        inner_pattern,
         row_stride,
+        inner_stride if inner_pattern == "strided" else 1,
     )
 
 
 def _pattern(strides: list[Size], domain: tuple[Size, ...], axes: range, sliced: set[int]) -> str:
-    """`zero`: no axis varies; `contiguous`: all vary with row-major strides (only the first
-    relevant axis may be a cut window of a larger one); else `general`."""
+    """`zero`: no axis varies; `contiguous`: all vary, with row-major strides among them (one
+    flat index times the stride of the last; only the first may be a cut window of a larger
+    axis); else `general`."""
     relevant = [a for a in axes if domain[a] != 1]
     varying = [a for a in relevant if strides[a] != 0]
     if not varying:
         return "zero"
-    if len(varying) == len(relevant) and not (sliced & set(relevant[1:])):
-        return "contiguous"
-    return "general"
+    if len(varying) != len(relevant) or sliced & set(relevant[1:]):
+        return "general"
+    for a, b in itertools.pairwise(relevant):
+        if strides[a] != multiply(strides[b], domain[b]):
+            return "general"
+    return "contiguous"
 
 
 class _Lowerer:
@@ -164,7 +176,8 @@ class _Lowerer:
         self.kernel = Kernel(name, self.domain, self.layout.split, [], [])
         self.params: dict[TensorRef, Param] = {}
         self.literals: dict[TensorRef, Lit] = {}
-        self.slice_params: dict[tuple[TensorRef, tuple[int | None, ...]], Param] = {}
+        self.slice_params: dict[tuple[TensorRef, tuple[int | None, ...], tuple[int, ...]], Param]
+        self.slice_params = {}
         self.slice_loads: dict[TensorRef, tuple[Param, Size]] = {}
         self.raw_params: dict[TensorRef, Param] = {}  # matmul operands, read whole
         self.tile_names: dict[TensorRef, Tile] = {}
@@ -197,6 +210,8 @@ class _Lowerer:
         k.buffer_reuse = reuse_buffers(k)
         k.tiles = list(self.tile_names.values())
         k.block_rows = self.group.memory.block_rows if k.tiles else 1
+        if self.layout.kind == "column":  # a unit of work is one chunk of lanes
+            k.lanes = k.block_rows = COLUMN_LANES
         return k
 
     # -- parameters -------------------------------------------------------------------------
@@ -273,7 +288,7 @@ class _Lowerer:
     def _slice_param(self, out: TensorRef, source: SliceSource) -> None:
         """One kernel input per (source tensor, window shape); each slice loads at an offset.
         A window of a matmul tile reads the tile instead."""
-        key = (source.tensor, source.window)
+        key = (source.tensor, source.window, source.axes)
         param = self.slice_params.get(key)
         if param is None:
             tile = self.tile_names.get(source.tensor)
@@ -413,7 +428,7 @@ class _Lowerer:
 
     def _op_expr(self, node: Node, loop: int | None) -> Expr:
         kind = op_spec(node.op).kind
-        if kind in (OpKind.RESHAPE, OpKind.BROADCAST):
+        if kind in (OpKind.RESHAPE, OpKind.BROADCAST, OpKind.TRANSPOSE):
             return self.value(node.inputs[0], loop)
         args = tuple(self.value(r, loop) for r in data_inputs(node))
         return Call(node.op, args, _attrs(node))
@@ -471,6 +486,8 @@ class _Lowerer:
         ops = sum(op_spec(n.op).cost for n in self.group.nodes)
         macs = sum(t.k * t.n for t in self.layout.tiles.values())
         rows = self.group.memory.block_rows if self.layout.tiles else 1
+        if self.layout.kind == "column":
+            rows = COLUMN_LANES
         return unit_cycles(row, ops, macs, rows)
 
 

@@ -7,6 +7,11 @@ of the tensor maps to domain axis `axes[i]`; a size-1 dimension on a larger axis
 Tensors live in the `full` frame (right-aligned to the whole domain, numpy style) or, for the
 results of reductions without keepdims, in the `outer` frame (right-aligned to the outer axes).
 
+A reduction over outer axes (a *column* reduction: batch statistics over N,H,W of an NHWC
+tensor, a sum over time of [B,T,H]) gets a `column` layout: the domain's axes are reordered so
+that the kept axes come first (one unit per kept point) and the reduced axes last (the unit's
+loop, strided in memory). Placements then map a tensor's dims to the reordered axes.
+
 A small MatMul in the group is a *tile*: computed per block of rows from two group inputs before
 the block's rows run, then read by the group like an input (directly or through slices). Its
 rows must be the domain's rows, so a block computes exactly the rows it needs.
@@ -24,7 +29,7 @@ from tf_stitch.fusion.cost_model import choose_loop_split
 from tf_stitch.fusion.decision import Decision, forbid
 from tf_stitch.fusion.op_kinds import OpKind, op_spec
 from tf_stitch.fusion.operand_segments import NotInPlace, OperandReader, Segment, static_product
-from tf_stitch.fusion.static_args import reduction_axes, slice_window
+from tf_stitch.fusion.static_args import reduction_axes, slice_window, transpose_perm
 from tf_stitch.graph.ir import Graph, Node, TensorRef
 
 Dims = tuple[int | None, ...]
@@ -95,7 +100,7 @@ class ConcatSink:
 class Layout:
     domain: Dims
     split: int
-    kind: str  # "row" (row reductions) or "loop" (elementwise only)
+    kind: str  # "row" / "column" (reductions over inner / outer axes) or "loop" (elementwise)
     placements: dict[TensorRef, Placement] = field(default_factory=dict)
     # Slice outputs of the group: read in place from their (external) source tensor.
     slices: dict[TensorRef, SliceSource] = field(default_factory=dict)
@@ -160,8 +165,14 @@ class _Analysis:
         self.operands = OperandReader(graph, self.names, graph.fed())
         self.gathers: dict[TensorRef, GatherSource] = {}
         self.concats: dict[TensorRef, ConcatSink] = {}
+        # Transposes of values the group computes: written out, never read in the group.
+        self.transposed: set[TensorRef] = set()
         self.domain: Dims = ()
         self.split = -1
+        # The reductions' kept axes (the outer frame), and the order of the domain's axes in
+        # the schedule: kept axes, then reduced ones (the identity for row reductions).
+        self.kept: tuple[int, ...] = ()
+        self.perm: tuple[int, ...] = ()
 
     def run(self) -> Layout:
         reductions = [n for n in self.nodes if op_spec(n.op).kind is OpKind.REDUCE]
@@ -174,6 +185,13 @@ class _Analysis:
         if len(splits) > 1:
             raise LayoutError("matmul rows and gathered rows need different units of work")
         forced = splits.pop() if splits else None
+        if reductions and self.perm != tuple(range(len(self.domain))):
+            if self.tiles or self.gathers:
+                raise LayoutError(
+                    f"a matmul or gather with a reduction over outer axes "
+                    f"{[a for a in self.perm[self.split :]]} (units would not be its rows)"
+                )
+            return self._permuted(self.perm)
         kind, split = ("row", self.split) if reductions else ("loop", len(self.domain))
         layout = Layout(self.domain, split, kind, self.placements, self.slices, self.tiles)
         layout.gathers = self.gathers
@@ -190,6 +208,27 @@ class _Analysis:
             layout.split = choose_loop_split(self.domain, valid_loop_splits(layout, reads), op_cost)
         else:
             layout.split = forced
+        return layout
+
+    def _permuted(self, perm: tuple[int, ...]) -> Layout:
+        """The `column` layout: the domain's axes reordered so that the reductions' kept axes
+        are the units and the reduced (outer) axes are each unit's loop; every placement
+        follows its axes to their new positions."""
+        position = {a: i for i, a in enumerate(perm)}
+
+        def move(axes: tuple[int, ...]) -> tuple[int, ...]:
+            return tuple(position[a] if a >= 0 else -1 for a in axes)
+
+        domain = tuple(self.domain[a] for a in perm)
+        layout = Layout(domain, self.split, "column")
+        layout.placements = {
+            r: Placement(p.frame, p.dims, move(p.axes)) for r, p in self.placements.items()
+        }
+        layout.slices = {
+            r: SliceSource(s.tensor, s.dims, s.begin, move(s.axes), s.window)
+            for r, s in self.slices.items()
+        }
+        layout.concats = self.concats
         return layout
 
     def _gather_split(self) -> int | None:
@@ -249,8 +288,7 @@ class _Analysis:
                 (ref, _domain_shape(self.graph, node, ref))
                 for node in self.nodes
                 if op_spec(node.op).kind not in (OpKind.RESHAPE, OpKind.MATMUL)
-                for ref in _read_inputs(node)
-                + ([] if op_spec(node.op).kind is OpKind.CONCAT else [node.output(0)])
+                for ref in _read_inputs(node) + self._shaping_outputs(node)
             ]
             return broadcast_all(shapes), -1
         first = reductions[0]
@@ -261,17 +299,17 @@ class _Analysis:
             r_axes = reduction_axes(self.graph, red)
             if r_axes is None:
                 raise LayoutError(f"{red.name}: reduction axes are not constant")
-            if not r_axes or r_axes != tuple(range(len(shape) - len(r_axes), len(shape))):
-                raise LayoutError(
-                    f"{red.name} reduces axes {list(r_axes)} of a rank-{len(shape)} tensor: "
-                    "only row (innermost-axes) reductions are stitched"
-                )
+            if not r_axes:
+                raise LayoutError(f"{red.name} reduces no axis")
             if r_axes != axes or not _same_dims(shape, domain):
                 raise LayoutError(
                     f"{red.name} reduces axes {list(r_axes)} of {fmt(shape)} but "
                     f"{first.name} axes {list(axes or ())} of {fmt(domain)}"
                 )
-        return tuple(domain), len(domain) - len(axes or ())
+        reduced = set(axes or ())
+        self.kept = tuple(a for a in range(len(domain)) if a not in reduced)
+        self.perm = self.kept + tuple(sorted(reduced))
+        return tuple(domain), len(self.kept)
 
     # -- placing each node's tensors ---------------------------------------------------------
     def _place_node(self, node: Node) -> None:
@@ -279,6 +317,8 @@ class _Analysis:
         out = node.output(0)
         if any(r in self.concats for r in data_inputs(node)):
             raise LayoutError(f"{node.name} reads a concatenation its kernel writes")
+        if any(r in self.transposed for r in data_inputs(node)):
+            raise LayoutError(f"{node.name} reads a transpose of a value its kernel computes")
         if kind is OpKind.REDUCE:
             src = node.inputs[0]
             self._place_operand(src, FULL, node)
@@ -291,6 +331,8 @@ class _Analysis:
             self._place_view(node)
         elif kind is OpKind.SLICE:
             self._place_slice(node)
+        elif kind is OpKind.TRANSPOSE:
+            self._place_transpose(node)
         elif kind is OpKind.MATMUL:
             self._place_matmul(node)
         elif kind is OpKind.GATHER:
@@ -308,6 +350,39 @@ class _Analysis:
             for ref in node.inputs:
                 self._place_operand(ref, frame, node)
             self.placements[out] = self._place(out, frame)
+
+    def _shaping_outputs(self, node: Node) -> list[TensorRef]:
+        """The outputs whose shapes take part in the domain: not a concatenation (its parts
+        do), nor the transpose of a computed value (its input does)."""
+        kind = op_spec(node.op).kind
+        if kind is OpKind.CONCAT:
+            return []
+        if kind is OpKind.TRANSPOSE and node.inputs[0].node in self.names:
+            return []
+        return [node.output(0)]
+
+    def _place_transpose(self, node: Node) -> None:
+        """A transpose of a group input is a view of it with permuted strides (like a window
+        of it); a transpose of a computed value permutes that value's placement (the kernel
+        writes it with permuted strides)."""
+        src, out = node.inputs[0], node.output(0)
+        perm = transpose_perm(self.graph, node)
+        assert perm is not None  # node legality checked it
+        if src.node in self.names:
+            p = self.placements.get(src)
+            if not self._computed(src) or p is None or p.frame != FULL:
+                raise LayoutError(f"{node.name} transposes a matmul result or a per-row value")
+            dims = tuple(p.dims[i] for i in perm)
+            self.placements[out] = Placement(FULL, dims, tuple(p.axes[i] for i in perm))
+            self.transposed.add(out)
+            return
+        placement = self._place(out, FULL)
+        axes = [0] * len(perm)
+        for j, i in enumerate(perm):
+            axes[i] = placement.axes[j]
+        dims = tuple(self.graph.info(src).shape or ())
+        self.placements[out] = placement
+        self.slices[out] = SliceSource(src, dims, (0,) * len(dims), tuple(axes), dims)
 
     def _place_concat(self, node: Node) -> None:
         parts = tuple(node.inputs[:-1])
@@ -418,10 +493,11 @@ class _Analysis:
     def _place_dims(self, ref: TensorRef, dims: Dims, frame: str) -> Placement:
         if frame == OUTER and self.split < 0:
             raise LayoutError(f"{ref}: no outer frame in an elementwise group")
-        width = self.split if frame == OUTER else len(self.domain)
+        frame_axes = self.kept if frame == OUTER else tuple(range(len(self.domain)))
+        width = len(frame_axes)
         if len(dims) > width:
             raise LayoutError(f"{ref} has rank {len(dims)}, more than the {frame} frame's {width}")
-        axes = tuple(range(width - len(dims), width))
+        axes = frame_axes[width - len(dims) :]
         for d, a in zip(dims, axes, strict=True):
             check_fits(ref, d, self.domain[a])
         return Placement(frame, tuple(dims), axes)
@@ -436,9 +512,10 @@ def check_fits(ref: TensorRef, dim: int | None, axis: int | None) -> None:
 
 
 def _read_inputs(node: Node) -> list[TensorRef]:
-    """The inputs whose shapes take part in the domain (a slice's source, a gather's table and
-    indices do not)."""
-    return [] if op_spec(node.op).kind in (OpKind.SLICE, OpKind.GATHER) else data_inputs(node)
+    """The inputs whose shapes take part in the domain (a slice's or a transpose's source, a
+    gather's table and indices do not)."""
+    kinds = (OpKind.SLICE, OpKind.GATHER, OpKind.TRANSPOSE)
+    return [] if op_spec(node.op).kind in kinds else data_inputs(node)
 
 
 def _domain_shape(graph: Graph, node: Node, ref: TensorRef) -> Dims:
@@ -486,15 +563,25 @@ def valid_loop_splits(layout: Layout, inputs: list[TensorRef]) -> list[int]:
 
 
 def _cut_axes(layout: Layout, ref: TensorRef) -> set[int]:
-    """Domain axes along which a slice's window is narrower than its source."""
+    """Domain axes whose neighbour before them is farther apart in memory than a row-major
+    window would be: axes along which the window is narrower than its source, and the axis
+    after a source dim the window drops (`x[:, t]` of [B,T,H]: B's rows are T*H apart)."""
     source = layout.slices.get(ref)
     if source is None:
         return set()
-    return {
-        a
-        for a, w, s in zip(source.axes, source.window, source.dims, strict=True)
-        if a >= 0 and w != s
-    }
+    kept = [a for a in source.axes if a >= 0]
+    if kept != sorted(kept):  # a transpose: its strides are out of order
+        return set(kept)
+    cut: set[int] = set()
+    dropped = False
+    for a, w, s in zip(source.axes, source.window, source.dims, strict=True):
+        if a < 0:
+            dropped = dropped or s != 1
+            continue
+        if w != s or dropped:
+            cut.add(a)
+        dropped = False
+    return cut
 
 
 def _inner_access(p: Placement, domain: Dims, split: int, cut: set[int]) -> str:

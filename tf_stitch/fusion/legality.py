@@ -15,7 +15,7 @@ from tensorflow.python.framework import op_def_registry
 from tf_stitch.fusion.decision import Decision, allow, forbid
 from tf_stitch.fusion.layout import OUTER, Layout, fmt
 from tf_stitch.fusion.op_kinds import FUSIBLE_DTYPES, OpKind, op_spec
-from tf_stitch.fusion.static_args import reduction_axes, slice_window
+from tf_stitch.fusion.static_args import reduction_axes, slice_window, transpose_perm
 from tf_stitch.graph.ir import Graph, Node, TensorRef
 from tf_stitch.graph.values import constant_value
 
@@ -65,7 +65,7 @@ def node_legality(ctx: Context, node: Node) -> Decision:
     spec = op_spec(node.op)
     if spec.kind is OpKind.OPAQUE:
         return forbid(f"{node.op} is opaque to the fuser")
-    if spec.kind in (OpKind.TRANSPOSE, OpKind.BATCH_MATMUL):
+    if spec.kind is OpKind.BATCH_MATMUL:
         return forbid(f"{node.op} ({spec.kind.value}) is not stitched yet")
     if is_stateful(node.op):
         return forbid(f"{node.op} is stateful")
@@ -108,6 +108,8 @@ def _op_specific(graph: Graph, node: Node) -> Decision:
         return forbid(f"{node.op} target is not a constant")
     if node.op == "Tile" and not _tile_is_broadcast(graph, node):
         return forbid("Tile repeats an axis longer than 1 (not a broadcast)")
+    if kind is OpKind.TRANSPOSE and transpose_perm(graph, node) is None:
+        return forbid("Transpose permutation is not a constant")
     if kind is OpKind.SLICE and slice_window(graph, node) is None:
         return forbid("Slice bounds are not constant, or cut an axis of unknown size")
     if node.op == "Select":
@@ -220,15 +222,17 @@ def outputs_legality(layout: Layout, outputs: list[TensorRef]) -> Decision:
         if ref in layout.tiles:
             continue  # each block writes its rows of the matmul
         if ref in layout.slices:
-            return forbid(f"output {ref} is a window of an input: a kernel would only copy it")
+            return forbid(
+                f"output {ref} is a window or transpose of an input: a kernel would only copy it"
+            )
         concat = layout.concats.get(ref)
         p = layout.placements[concat.parts[0] if concat else ref]
-        nontrivial = [(a, d) for a, d in zip(p.axes, p.dims, strict=True) if d != 1]
+        nontrivial = sorted((a, d) for a, d in zip(p.axes, p.dims, strict=True) if d != 1)
         dense = [(a, d) for a, d in enumerate(domain) if d != 1]
         if p.frame != OUTER and nontrivial == dense:
             continue
         per_row = [(a, d) for a, d in enumerate(domain[:split]) if d != 1]
-        if layout.kind == "row" and nontrivial == per_row:
+        if layout.kind in ("row", "column") and nontrivial == per_row:
             continue
         return forbid(
             f"output {ref} {fmt(p.dims)} would be written by several units of the "

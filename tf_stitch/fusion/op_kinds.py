@@ -108,6 +108,9 @@ OP_TABLE: dict[str, OpSpec] = {
     # broadcasts
     "BroadcastTo": OpSpec(OpKind.BROADCAST, 1, 0),
     "Tile": OpSpec(OpKind.BROADCAST, 1, 0),  # when it only repeats size-1 axes (legality.py)
+    # a constant permutation: of a group input, read in place with permuted strides; of a
+    # value computed in the group, written to a kernel output with permuted strides
+    "Transpose": OpSpec(OpKind.TRANSPOSE, 1, 0),
     # a constant window of an input, read in place
     "Slice": OpSpec(OpKind.SLICE, 1, 0),
     # parts of equal shape side by side along the last axis, written by the kernel (legality.py)

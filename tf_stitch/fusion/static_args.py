@@ -1,4 +1,5 @@
-"""The constant arguments of ops the fuser reads: reduction axes and slice windows."""
+"""The constant arguments of ops the fuser reads: reduction axes, slice windows and
+transposes' permutations."""
 
 from __future__ import annotations
 
@@ -35,3 +36,14 @@ def slice_window(graph: Graph, node: Node) -> tuple[int, ...] | None:
         if not whole and (dim is None or o is None):
             return None
     return tuple(int(b) for b in begin)
+
+
+def transpose_perm(graph: Graph, node: Node) -> tuple[int, ...] | None:
+    """The permutation of a Transpose (output dim j is input dim perm[j]), or None if it is not
+    a constant permutation of the input's axes."""
+    rank = graph.info(node.inputs[0]).rank
+    perm = constant_value(graph, node.inputs[1])
+    if perm is None or rank is None:
+        return None
+    flat = tuple(int(p) for p in perm.reshape(-1))
+    return flat if sorted(flat) == list(range(rank)) else None
