@@ -107,7 +107,7 @@ def test_literals_compile_to_the_exact_float32_bits(tmp_path: Path) -> None:
     lines = []
     for v in values:
         lit = literal(v, "float32")
-        lines.append(f"  show({lit}, {cpu._EXPR['Neg'].format(lit)});")
+        lines.append(f"  show({lit}, {cpu.EXPR['Neg'].format(lit)});")
     source = "\n".join(
         [
             "#include <cmath>",
@@ -209,6 +209,8 @@ def every_op_kernel() -> Kernel:
             attrs = (("alpha", 0.2),)
         elif op == "Cast":
             attrs = (("src", "float32"), ("dst", "bool"))
+        elif op in ("OnesLike", "ZerosLike"):
+            attrs = (("dtype", "float32"),)
         out = (
             "bool"
             if op

@@ -34,6 +34,11 @@ def build() -> None:
     tf.constant([2.0], name="floats")
     tf.constant([[1, 2]], name="matrix")
     tf.constant(5, name="five")
+    tf.slice(s, [1], [2], name="slice")
+    tf.slice(s, [1], [-1], name="slice_to_end")
+    tf.squeeze(tf.slice(s, [2], [1]), name="squeezed")
+    tf.slice(s, [2], [5], name="slice_out_of_range")
+    tf.reshape(tf.slice(s, [1], [2]), [1, 2], name="reshaped_to_matrix")
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +59,10 @@ def graph() -> Graph:
         ("concat", [None, -1, 4, 6]),
         ("cast_shape", [None, 4, 6]),
         ("five", 5),
+        ("concat_reshaped", [None, 24]),
+        ("slice", [4, 6]),
+        ("slice_to_end", [4, 6]),
+        ("squeezed", 6),
     ],
 )
 def test_known_parts_are_computed(graph: Graph, name: str, expected: object) -> None:
@@ -66,7 +75,8 @@ def test_known_parts_are_computed(graph: Graph, name: str, expected: object) -> 
         "prod_keep",  # keep_dims changes the rank
         "prod_unknown",  # a factor is unknown
         "pack_axis1",
-        "concat_reshaped",  # Reshape is not understood
+        "slice_out_of_range",  # TensorFlow rejects it at run time
+        "reshaped_to_matrix",  # only scalars and vectors are shape values
         "gather_out_of_range",
         "gather_negative",  # GatherV2 rejects negative indices at run time
         "gather_axis1",

@@ -8,7 +8,9 @@ from graph_helpers import assert_same_values, ref, run_pass, v1_graph
 
 from tf_stitch.graph.ir import DType, TensorInfo
 from tf_stitch.graph.values import constant_value
+from tf_stitch.passes.base import PassContext
 from tf_stitch.passes.fold_constants import MAX_FOLDED_ELEMENTS, fold_constants
+from tf_stitch.passes.split_slices import split_slices
 
 VAR = np.float32([0.5, 1.0, 2.0])
 
@@ -112,4 +114,22 @@ def test_does_not_fold_readers_of_a_fed_constant() -> None:
     g = v1_graph(build_fed, inputs=["c"], outputs=["doubled"])
     out = run_pass(fold_constants, g)
     assert out.node("doubled").op == "Mul"
+    assert_same_values(g, out)
+
+
+def test_static_sizes_read_from_a_partly_known_shape_become_constants() -> None:
+    def build_causal_mask() -> None:
+        q = tf.compat.v1.placeholder(tf.float32, [None, 5, 8], name="q")
+        s = tf.shape(q)
+        length = tf.identity(s[1], name="length")  # known: 5, although the batch is not
+        ones = tf.ones(tf.stack([length, length]), name="ones")
+        tf.linalg.band_part(ones, -1, 0, name="mask")
+        tf.identity(s[0], name="batch")
+
+    g = v1_graph(build_causal_mask, inputs=["q"], outputs=["mask", "batch"])
+    out = run_pass(fold_constants, split_slices.run(g, PassContext()))
+    assert constant_value(out, ref("length")) == 5
+    mask = constant_value(out, ref("mask"))
+    assert mask is not None and mask.tolist() == np.tril(np.ones([5, 5])).tolist()
+    assert out.node("batch").op != "Const"  # the batch is known only at run time
     assert_same_values(g, out)

@@ -42,7 +42,7 @@ NARROW_COLUMNS = 16
 CTYPE = {"float32": "float", "bool": "bool", "int32": "int32_t", "int64": "int64_t"}
 
 # Scalar expression of each op; {0}, {1}, {2} are the operands.
-_EXPR = {
+EXPR = {
     "Add": "({0} + {1})",
     "AddV2": "({0} + {1})",
     "Sub": "({0} - {1})",
@@ -409,9 +409,11 @@ class Emitter:
         if e.op == "LeakyRelu":
             alpha = literal(e.attr("alpha"), "float32")
             return f"({args[0]} > 0.0f ? {args[0]} : {args[0]} * {alpha})"
+        if e.op in ("OnesLike", "ZerosLike"):
+            return literal(e.op == "OnesLike", str(e.attr("dtype")))
         if e.op == "Cast":
             return _cast(args[0], str(e.attr("src")), str(e.attr("dst")))
-        return _EXPR[e.op].format(*args)
+        return EXPR[e.op].format(*args)
 
 
 def _cast(x: str, src: str, dst: str) -> str:

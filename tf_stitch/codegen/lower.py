@@ -494,6 +494,8 @@ class _Lowerer:
 def _attrs(node: Node) -> tuple[tuple[str, float | str | bool], ...]:
     if node.op == "LeakyRelu":
         return (("alpha", float(node.attrs.get("alpha", 0.2))),)
+    if node.op in ("OnesLike", "ZerosLike"):
+        return (("dtype", node.outputs[0].dtype),)
     if node.op == "Cast":
         src, dst = node.attrs["SrcT"], node.attrs["DstT"]
         return (("src", src.name), ("dst", dst.name))

@@ -98,6 +98,9 @@ OP_TABLE: dict[str, OpSpec] = {
     "Ceil": _ew(1),
     "Round": _ew(1),
     "Cast": _ew(1),
+    # a constant of the operand's shape (its values are never read)
+    "OnesLike": _ew(1),
+    "ZerosLike": _ew(1),
     # free views and identities
     "Identity": OpSpec(OpKind.RESHAPE, 1, 0),
     "StopGradient": OpSpec(OpKind.RESHAPE, 1, 0),

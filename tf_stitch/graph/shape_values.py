@@ -48,11 +48,47 @@ def partial_value(graph: Graph, ref: TensorRef, depth: int = 0) -> Partial:
         if all(i is None or isinstance(i, int) for i in items):
             return items  # type: ignore[return-value]
         return None
+    if op == "Slice":
+        return _slice(
+            sub(0), constant_value(graph, node.inputs[1]), constant_value(graph, node.inputs[2])
+        )
+    if op in ("Squeeze", "Reshape", "ExpandDims"):
+        return _reshaped(sub(0), node.outputs[0].shape)
     if op in ("Prod", "Sum") and not node.attrs.get("keep_dims", False):
         values = sub(0)
         if isinstance(values, list) and None not in values:
             return math.prod(values) if op == "Prod" else sum(values)  # type: ignore[arg-type]
         return None
+    return None
+
+
+def _slice(values: Partial, begin: object, size: object) -> Partial:
+    """A window of a 1-D shape value (Slice with constant bounds)."""
+    if not isinstance(values, list) or begin is None or size is None:
+        return None
+    import numpy as np
+
+    b, n = np.asarray(begin).reshape(-1), np.asarray(size).reshape(-1)
+    if len(b) != 1 or len(n) != 1:
+        return None
+    start = int(b[0])
+    stop = len(values) if int(n[0]) == -1 else start + int(n[0])
+    if not 0 <= start <= stop <= len(values):
+        return None  # TensorFlow rejects it at run time
+    return values[start:stop]
+
+
+def _reshaped(values: Partial, shape: tuple[int | None, ...] | None) -> Partial:
+    """A shape value viewed as a scalar or a vector (Squeeze, Reshape, ExpandDims)."""
+    if shape == ():
+        if isinstance(values, list) and len(values) == 1:
+            return values[0]
+        return values if isinstance(values, int) else None
+    if shape is not None and len(shape) == 1:
+        if isinstance(values, int):
+            return [values] if shape[0] == 1 else None
+        if isinstance(values, list) and shape[0] in (None, len(values)):
+            return values
     return None
 
 

@@ -13,6 +13,7 @@ from tf_stitch.fusion.legality import is_stateful
 from tf_stitch.fusion.op_kinds import OpKind, op_kind
 from tf_stitch.graph.evaluate import evaluate
 from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorValue
+from tf_stitch.graph.shape_values import partial_value
 from tf_stitch.passes.base import PassContext, graph_pass
 
 MAX_FOLDED_ELEMENTS = 1 << 16
@@ -33,7 +34,12 @@ _FOLDABLE_ARRAY_OPS = frozenset(
         "Unpack",
         "ZerosLike",
         "OnesLike",
+        "MatrixBandPart",
     }
+)
+# Ops of shape arithmetic whose value graph/shape_values.py may know from static sizes alone.
+_SHAPE_ARITHMETIC = frozenset(
+    {"Slice", "Squeeze", "Reshape", "ExpandDims", "GatherV2", "Pack", "ConcatV2", "Prod", "Sum"}
 )
 # Ops whose value is the (static) shape of their input, whatever the input's value.
 _SHAPE_OPS = frozenset({"Shape", "Size", "Rank"})
@@ -52,6 +58,11 @@ def fold_constants(graph: Graph, ctx: PassContext) -> Graph:
         elif _static_shape_op(graph, node, keep):
             # The value is the input's static shape: no need to compute the input.
             out.nodes[node.name] = _const_node(node, _shape_value(graph, node))
+            constant.add(node.name)
+        elif _known_shape_value(graph, node, keep):
+            # Shape arithmetic that only reads sizes known now (a sequence length).
+            known = partial_value(graph, node.output(0))
+            out.nodes[node.name] = _const_node(node, np.asarray(known, _np_int(node)))
             constant.add(node.name)
         elif _foldable(node, constant, keep):
             constant.add(node.name)
@@ -82,6 +93,23 @@ def _shape_value(graph: Graph, node: Node) -> np.ndarray:
     if node.op == "Size":
         return np.asarray(int(np.prod(shape)), dtype=np_dtype)
     return np.asarray(len(shape), dtype=np_dtype)
+
+
+def _np_int(node: Node) -> type:
+    return np.int64 if node.outputs[0].dtype == "int64" else np.int32
+
+
+def _known_shape_value(graph: Graph, node: Node, keep: set[str]) -> bool:
+    """An integer op of shape arithmetic whose value is known although its input's is not (a
+    static dim of Shape(x) where x has an unknown batch)."""
+    if node.op not in _SHAPE_ARITHMETIC or node.control_inputs or node.name in keep:
+        return False
+    if len(node.outputs) != 1 or node.outputs[0].dtype not in ("int32", "int64"):
+        return False
+    value = partial_value(graph, node.output(0))
+    if isinstance(value, int):
+        return True
+    return isinstance(value, list) and None not in value
 
 
 def _static_shape_op(graph: Graph, node: Node, keep: set[str]) -> bool:
