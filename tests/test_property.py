@@ -3,11 +3,11 @@
 Hypothesis builds small programs over two [batch, 2N] inputs, a [batch, T, N] sequence and
 [batch] row ids (elementwise ops, broadcasts of rows and columns, row reductions with and
 without keepdims, column reductions over the batch, sums over time of the sequence weighted by
-a value, transposes (of a value and back; of the sequence, reduced over time), windows of the
-inputs, steps `seq[:, t]` of the sequence, matmuls of one value
-or of a concatenation of two, rows of a table picked by the ids, several fetched values); each
-is optimized and compared with TensorFlow at two batch sizes. The grouping is checked for
-cycles by TensorFlow itself when it imports the graph.
+a value, projections of every step of the sequence (BatchMatMulV2), transposes (of a value and
+back; of the sequence, reduced over time), windows of the inputs, steps `seq[:, t]` of the
+sequence, matmuls of one value or of a concatenation of two, rows of a table picked by the ids,
+several fetched values); each is optimized and compared with TensorFlow at two batch sizes. The
+grouping is checked for cycles by TensorFlow itself when it imports the graph.
 Examples: TF_STITCH_PROPERTY_EXAMPLES (default 15; more for a longer search).
 """
 
@@ -50,7 +50,7 @@ BINARY: dict[str, Callable[[tf.Tensor, tf.Tensor], tf.Tensor]] = {
     "div": lambda a, b: a / (tf.abs(b) + 1.0),
 }
 KINDS = ("unary", "unary", "binary", "binary", "reduce", "window", "matmul", "step")
-KINDS += ("concat_matmul", "gather", "column", "over_time", "transpose")
+KINDS += ("concat_matmul", "gather", "column", "over_time", "transpose", "batched")
 REDUCE: dict[str, Callable[..., tf.Tensor]] = {
     "sum": tf.reduce_sum,
     "mean": tf.reduce_mean,
@@ -93,8 +93,8 @@ def programs(draw: st.DrawFn) -> tuple[list[Step], list[int]]:
             steps.append(Step(kind, "concat_matmul", (draw(pick), draw(pick))))
         elif kind == "gather":
             steps.append(Step(kind, "gather", ()))
-        elif kind == "over_time":
-            steps.append(Step(kind, "over_time", (draw(pick),)))
+        elif kind in ("over_time", "batched"):
+            steps.append(Step(kind, kind, (draw(pick),)))
         elif kind == "transpose":
             steps.append(
                 Step(kind, draw(st.sampled_from(["there_and_back", "seq"])), (draw(pick),))
@@ -130,6 +130,9 @@ def build(steps: list[Step], outputs: list[int]) -> Callable[..., tuple[tf.Tenso
                 y = x - (r if s.keepdims else tf.expand_dims(r, 0))  # centred, as batch norm
             elif s.kind == "over_time":
                 y = tf.reduce_sum(seq * tf.expand_dims(x, 1), 1)
+            elif s.kind == "batched":  # a projection of every step, then over the steps
+                z = tf.tanh(tf.linalg.matmul(seq, weights) + tf.expand_dims(x, 1))
+                y = tf.reduce_max(tf.reduce_sum(z, -1, keepdims=True), 1)
             elif s.kind == "transpose" and s.op == "seq":
                 y = tf.reduce_max(tf.transpose(seq, [0, 2, 1]) * tf.expand_dims(x, -1), -1)
             elif s.kind == "transpose":

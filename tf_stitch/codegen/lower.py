@@ -263,11 +263,11 @@ class _Lowerer:
 
     def _bind_tile(self, ref: TensorRef, tile: MatMulTile) -> None:
         """The operands of a matmul as whole-tensor inputs; a direct read of its result."""
-        row_axis = self.layout.split - 1
+        rows = self._tile_row_axes(tile)
         segments = []
         for seg in tile.segments:
             rank = len(self.graph.info(seg.tensor).shape or ())
-            param = self._raw_param(seg.tensor, (row_axis,) + (-1,) * (rank - 1))
+            param = self._raw_param(seg.tensor, rows + (-1,) * (rank - len(rows)))
             segments.append(TileSegment(param.name, seg.offset, seg.row_stride, seg.width))
         b = self._raw_param(tile.b, (-1, -1))
         name = f"t{len(self.tile_names)}"
@@ -276,6 +276,11 @@ class _Lowerer:
             param = replace(self._param(ref, f"{name}r", -1), tile=name)
             self.kernel.tile_params.append(param)
             self.params[ref] = param
+
+    def _tile_row_axes(self, tile: MatMulTile) -> tuple[int, ...]:
+        """The domain axes of a tile's row dims: the last outer axes."""
+        split = self.layout.split
+        return tuple(range(split - tile.row_dims, split))
 
     def _raw_param(self, ref: TensorRef, axes: tuple[int, ...]) -> Param:
         if ref not in self.raw_params:
@@ -330,7 +335,8 @@ class _Lowerer:
             if tile is None:
                 self.kernel.outputs.append(self._param(ref, f"out{i}", i))
                 continue
-            param = self._whole_tensor(ref, f"out{i}", i, (self.layout.split - 1, -1))
+            rows = self._tile_row_axes(self.layout.tiles[ref])
+            param = self._whole_tensor(ref, f"out{i}", i, (*rows, -1))
             self.kernel.outputs.append(param)
             self.tile_names[ref] = replace(tile, out=param.name)
 

@@ -74,6 +74,7 @@ class MatMulTile:
     k: int
     n: int
     segments: tuple[Segment, ...]
+    row_dims: int = 1  # dims of the result that are rows (a BatchMatMulV2's [B, T, n]: 2)
 
 
 @dataclass(frozen=True)
@@ -253,7 +254,8 @@ class _Analysis:
         return ref.node in self.names and ref not in self.tiles
 
     def _tile_row_axis(self) -> int | None:
-        """The domain axis of every tile's rows; each must be the only non-unit outer axis."""
+        """The last domain axis of every tile's rows. A tile's row dims must be consecutive
+        domain axes, whole, after only axes of size 1: then unit r is row r of the tile."""
         rows: set[int] = set()
         for ref, tile in self.tiles.items():
             reads: list[tuple[tuple[int, ...], Dims, Dims]] = []
@@ -264,15 +266,23 @@ class _Analysis:
             if not reads:
                 raise LayoutError(f"{tile.node}: its result is not read in the group")
             for axes, dims, window in reads:
-                if len(axes) != 2 or window[0] != dims[0] or axes[0] < 0:
+                row_axes = axes[: tile.row_dims]
+                first = row_axes[0] if row_axes else -1
+                if (
+                    len(axes) != tile.row_dims + 1
+                    or window[: tile.row_dims] != dims[: tile.row_dims]
+                    or first < 0
+                    or row_axes != tuple(range(first, first + tile.row_dims))
+                ):
                     raise LayoutError(f"{tile.node}: its rows are not the rows of the domain")
-                if any(d != 1 for d in self.domain[: axes[0]]):
+                if any(d != 1 for d in self.domain[:first]):
                     raise LayoutError(f"{tile.node}: the domain has more outer axes than its rows")
-                if dims[0] == 1 and self.domain[axes[0]] != 1:
-                    raise LayoutError(f"{tile.node}: a one-row matmul broadcast over rows")
-                if axes[1] == axes[0]:
+                for a, d in zip(row_axes, dims, strict=False):
+                    if d == 1 and self.domain[a] != 1:
+                        raise LayoutError(f"{tile.node}: a one-row matmul broadcast over rows")
+                if axes[-1] in row_axes:
                     raise LayoutError(f"{tile.node}: rows and columns on one axis")
-                rows.add(axes[0])
+                rows.add(row_axes[-1])
         if len(rows) > 1:
             raise LayoutError("matmuls with rows on different axes")
         return rows.pop() if rows else None
@@ -421,14 +431,18 @@ class _Analysis:
                 )
         k, n = self.graph.info(b).shape or (None, None)
         assert k is not None and n is not None  # node legality checked it
-        rows = (self.graph.info(a).shape or (None,))[0]
-        try:
-            segments = tuple(self.operands.segments(a, rows))
-        except NotInPlace as e:
-            raise LayoutError(f"{node.name}: {e}") from e
+        shape = self.graph.info(a).shape or (None,)
+        if len(shape) > 2:  # a BatchMatMulV2 by a matrix: rows of all leading dims, read whole
+            segments: tuple[Segment, ...] = (Segment(a, 0, k, k),)
+        else:
+            try:
+                segments = tuple(self.operands.segments(a, shape[0]))
+            except NotInPlace as e:
+                raise LayoutError(f"{node.name}: {e}") from e
         if sum(s.width for s in segments) != k:
             raise LayoutError(f"{node.name}: its left operand's columns are not read in place")
-        self.tiles[node.output(0)] = MatMulTile(node.name, a, b, k, n, segments)
+        tile = MatMulTile(node.name, a, b, k, n, segments, len(shape) - 1)
+        self.tiles[node.output(0)] = tile
 
     def _place_operand(self, ref: TensorRef, frame: str, user: Node) -> None:
         if self._computed(ref):

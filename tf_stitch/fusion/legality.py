@@ -166,21 +166,23 @@ SMALL_MATMUL_BYTES = 1 << 20
 
 def matmul_legality(graph: Graph, node: Node) -> Decision:
     """May this MatMul be computed inside a kernel (as a tile of its group's rows)?"""
-    for flag in ("transpose_a", "transpose_b"):
+    for flag in ("transpose_a", "transpose_b", "adj_x", "adj_y"):
         if node.attrs.get(flag, False):
-            return forbid(f"MatMul with {flag}: only row-major operands are tiled so far")
+            return forbid(f"{node.op} with {flag}: only row-major operands are tiled so far")
     a, b = (graph.info(r).shape for r in node.inputs[:2])
-    if a is None or b is None or len(a) != 2 or len(b) != 2:
-        return forbid("MatMul operands are not matrices of known rank")
+    if node.op == "BatchMatMulV2" and a is not None and b is not None and len(b) > 2:
+        return forbid("BatchMatMulV2 of batched right operands: not tiled yet")
+    if a is None or b is None or len(b) != 2 or len(a) < 2 or (len(a) > 2 and node.op == "MatMul"):
+        return forbid(f"{node.op} operands are not matrices of known rank")
     k, n = b
-    if k is None or n is None or a[1] != k:
+    if k is None or n is None or a[-1] != k:
         return forbid("MatMul's right operand has an unknown size")
     if node.outputs[0].dtype != "float32":
         return forbid("only float32 matmuls are tiled")
     size = k * n * 4
     if size > SMALL_MATMUL_BYTES:
         return forbid(
-            f"large MatMul ({k}x{n} right operand, {size} B > {SMALL_MATMUL_BYTES} B): "
+            f"large {node.op} ({k}x{n} right operand, {size} B > {SMALL_MATMUL_BYTES} B): "
             "stays a library call"
         )
     return allow()

@@ -122,6 +122,8 @@ OP_TABLE: dict[str, OpSpec] = {
     "GatherV2": OpSpec(OpKind.GATHER, 2, 1),
     # a small matmul of two group inputs, computed per block into a tile (cost: see lower.py)
     "MatMul": OpSpec(OpKind.MATMUL, 2, 0),
+    # [..., M, K] @ [K, N] (a Keras EinsumDense): rows of all leading dims, tiled as MatMul
+    "BatchMatMulV2": OpSpec(OpKind.MATMUL, 2, 0),
     # reductions over constant axes
     "Sum": OpSpec(OpKind.REDUCE, 1, 1),
     "Mean": OpSpec(OpKind.REDUCE, 1, 1),
