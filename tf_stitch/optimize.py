@@ -142,21 +142,29 @@ def explain(obj: Any, **kwargs: Any) -> str:
     return format_context(ctx)
 
 
-def generated_code(obj: Any, **kwargs: Any) -> dict[str, str]:
-    """The generated source of every stitched kernel of `obj`, by kernel node name.
+def generated_code(obj: Any, target: str = "cpu", **kwargs: Any) -> dict[str, str]:
+    """The generated source of every stitched kernel of `obj`, by kernel node name: the C++ the
+    CPU runs (`target="cpu"`), or the CUDA (`target="cuda"`; kernels the CUDA emitter does not
+    emit yet are left out).
 
     Accepts what `optimize` accepts (the kernels are generated, not compiled), or its result.
     """
+    if target not in ("cpu", "cuda"):
+        raise ValueError(f"target must be 'cpu' or 'cuda', got {target!r}")
     if isinstance(obj, OptimizedFunction):
-        return {k.node: k.source for k in obj.kernels}
-    frontend = frontends.load(
-        obj,
-        inputs=kwargs.get("inputs"),
-        outputs=kwargs.get("outputs"),
-        input_signature=kwargs.get("input_signature"),
-    )
-    _, ctx = run_pipeline(frontend.graph, Options(compile=False))
-    return {k.node: k.source for k in ctx.kernels}
+        kernels = obj.kernels
+    else:
+        frontend = frontends.load(
+            obj,
+            inputs=kwargs.get("inputs"),
+            outputs=kwargs.get("outputs"),
+            input_signature=kwargs.get("input_signature"),
+        )
+        _, ctx = run_pipeline(frontend.graph, Options(compile=False))
+        kernels = ctx.kernels
+    if target == "cuda":
+        return {k.node: k.cuda_source for k in kernels if k.cuda_source}
+    return {k.node: k.source for k in kernels}
 
 
 def format_context(ctx: PassContext) -> str:

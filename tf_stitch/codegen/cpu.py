@@ -107,7 +107,7 @@ REDUCE_STEP = {
 }
 
 # Helpers of the op table above (NaN-propagating like TensorFlow's CPU kernels).
-_OPS_PRELUDE = """
+OPS_PRELUDE = """
 static inline float ts_max(float a, float b) { return a != a ? a : (b != b ? b : (a < b ? b : a)); }
 static inline float ts_min(float a, float b) { return a != a ? a : (b != b ? b : (b < a ? b : a)); }
 static inline float ts_relu(float a) { return a < 0.0f ? 0.0f : a; }
@@ -137,7 +137,7 @@ static inline void ts_gather_error(void* cell, int64_t index, int64_t rows) {
 
 
 @cache
-def _header(name: str) -> str:
+def header(name: str) -> str:
     return (resources.files("tf_stitch.codegen") / name).read_text()
 
 
@@ -195,10 +195,10 @@ class Emitter:
             "#include <cstdint>",
             "#include <memory>",
             "",
-            _header("cpu_math.h"),
-            *([_header("cpu_matmul.h")] if k.tiles else []),
+            header("cpu_math.h"),
+            *([header("cpu_matmul.h")] if k.tiles else []),
             *([_GATHER_PRELUDE] if any(p.gather for p in k.inputs) else []),
-            _OPS_PRELUDE,
+            OPS_PRELUDE,
             f'extern "C" int ts_abi_version(void) {{ return {ABI_VERSION}; }}',
             "",
             'extern "C" void ts_run(const void* const* ts_in, void* const* ts_out, '

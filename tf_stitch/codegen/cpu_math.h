@@ -31,10 +31,14 @@
 #include <cstring>
 #include <limits>
 
+// A CUDA kernel (codegen/cuda.py) defines TS_MATH_INLINE as a device function first, so that
+// GPU and CPU kernels compute the same values.
+#ifndef TS_MATH_INLINE
 #if defined(__GNUC__) || defined(__clang__)
 #define TS_MATH_INLINE static inline __attribute__((always_inline))
 #else
 #define TS_MATH_INLINE static inline
+#endif
 #endif
 
 namespace ts_detail {

@@ -6,6 +6,7 @@ kernels that were built, warnings); a pass never mutates the graph it is given.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,7 @@ from tf_stitch.fusion.memory_plan import DEFAULT_BUDGET_BYTES
 from tf_stitch.graph.ir import Graph
 
 MAX_ON_CHIP_BUDGET = 16 * 1024 * 1024
+KERNEL_SOURCES = ("cpu", "simt")
 
 
 @dataclass
@@ -22,8 +24,16 @@ class Options:
     on_chip_budget: int = DEFAULT_BUDGET_BYTES
     # Compile kernels while outlining (off only in tests of the pass structure).
     compile: bool = True
+    # The kernels' source: "cpu" (the C++ emitter), or "simt" (the CUDA emitter's source run
+    # on the CPU through the SIMT emulation: a test mode, set by TF_STITCH_KERNELS=simt).
+    kernel_source: str = field(default_factory=lambda: os.environ.get("TF_STITCH_KERNELS", "cpu"))
 
     def __post_init__(self) -> None:
+        if self.kernel_source not in KERNEL_SOURCES:
+            raise ValueError(
+                f"kernel source (TF_STITCH_KERNELS) must be one of {KERNEL_SOURCES}, "
+                f"got {self.kernel_source!r}"
+            )
         budget = self.on_chip_budget
         if not isinstance(budget, int) or isinstance(budget, bool):
             raise TypeError(f"on_chip_budget must be an int (bytes), got {type(budget).__name__}")
@@ -46,6 +56,9 @@ class KernelInfo:
     outputs: list[str]
     source: str
     cache_key: str
+    # The kernel as CUDA (codegen/cuda.py), or why it has none yet.
+    cuda_source: str = ""
+    cuda_unsupported: str = ""
 
 
 @dataclass

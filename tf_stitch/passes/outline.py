@@ -14,9 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from tf_stitch.codegen.cpu import emit_cpu
+from tf_stitch.codegen.cuda import CudaUnsupported, emit_cuda
 from tf_stitch.codegen.kernel_ir import Kernel
 from tf_stitch.codegen.lower import LoweringError, lower
 from tf_stitch.codegen.op_attrs import stitched_kernel_attrs
+from tf_stitch.codegen.simt import emulated_source
 from tf_stitch.fusion.planner import Group
 from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef
 from tf_stitch.passes.base import KernelInfo, PassContext, graph_pass
@@ -65,11 +67,11 @@ def _generate(graph: Graph, group: Group, ctx: PassContext) -> _Built | None:
     node_name = graph.unique_name(f"{_scope(group.names)}stitched_{group.id}")
     try:
         kernel = lower(graph, group, _sanitize(node_name))
-        source = emit_cpu(kernel)
+        source = emit_cpu(kernel) if ctx.options.kernel_source == "cpu" else emulated_source(kernel)
         # Encoded now, so that a group the op cannot describe never reaches the graph.
         attrs = stitched_kernel_attrs(kernel, source, "")
         return _Built(group, node_name, kernel, source, attrs)
-    except (LoweringError, ValueError) as e:
+    except (LoweringError, ValueError, CudaUnsupported) as e:
         message = f"tf_stitch: group {node_name} stays as TensorFlow ops: {e}"
         ctx.warnings.append(message)
         warnings.warn(message, RuntimeWarning, stacklevel=3)
@@ -127,6 +129,10 @@ def _replace(graph: Graph, b: _Built, renamed: dict[TensorRef, TensorRef]) -> No
 
 
 def _info(b: _Built) -> KernelInfo:
+    try:
+        cuda_source, unsupported = emit_cuda(b.kernel), ""
+    except CudaUnsupported as e:
+        cuda_source, unsupported = "", str(e)
     return KernelInfo(
         node=b.node_name,
         name=b.kernel.name,
@@ -137,6 +143,8 @@ def _info(b: _Built) -> KernelInfo:
         outputs=[p.tensor for p in b.kernel.outputs],
         source=b.source,
         cache_key=b.key,
+        cuda_source=cuda_source,
+        cuda_unsupported=unsupported,
     )
 
 

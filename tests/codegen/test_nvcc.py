@@ -1,0 +1,85 @@
+"""Every CUDA kernel generated for the test graphs and the benchmark workloads compiles with nvcc
+for sm_80 and sm_90; skipped where nvcc is absent."""
+
+from __future__ import annotations
+
+import re
+import struct
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import tensorflow as tf
+from test_numerics import CASES
+
+import tf_stitch
+from tf_stitch.runtime import cuda_compiler
+from tf_stitch.runtime.cuda_compiler import NvccMissing, compile_fatbin, find_nvcc
+
+needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found")
+EM_CUDA = 190
+
+
+def cubin_architectures(fatbin: Path) -> set[str]:
+    """The SM versions of the ELF cubins inside a fatbin (EM_CUDA, the SM in e_flags)."""
+    data, found, i = fatbin.read_bytes(), set(), 0
+    while (i := data.find(b"\x7fELF", i)) >= 0:
+        if struct.unpack_from("<H", data, i + 18)[0] == EM_CUDA:
+            found.add(f"sm_{(struct.unpack_from('<I', data, i + 48)[0] >> 8) & 0xFF}")
+        i += 4
+    return found
+
+
+def _compile_all(sources: dict[str, str]) -> dict[str, Path]:
+    # the kernel's name is the only difference between many kernels (RNN steps, layers)
+    unique = {
+        re.sub(r"(__global__ void __launch_bounds__\(\d+\)) \w+\(", r"\1 k(", s): n
+        for n, s in sources.items()
+    }
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        paths = list(pool.map(lambda s: compile_fatbin(s).path, unique))
+    return dict(zip(unique.values(), paths, strict=True))
+
+
+@needs_nvcc
+def test_every_cuda_kernel_of_the_numerics_cases_compiles_for_sm80_and_sm90() -> None:
+    sources: dict[str, str] = {}
+    for case in CASES:
+        f = tf.function(case.fn, input_signature=case.signature)
+        sources.update(
+            {f"{case.name}/{k}": s for k, s in tf_stitch.generated_code(f, target="cuda").items()}
+        )
+    assert len(sources) >= 30
+    for name, path in _compile_all(sources).items():
+        assert cubin_architectures(path) == {"sm_80", "sm_90"}, name
+
+
+@needs_nvcc
+def test_every_cuda_kernel_of_the_workloads_compiles() -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from benchmarks.workloads import WORKLOADS
+
+    sources: dict[str, str] = {}
+    for name, workload in WORKLOADS.items():
+        w = workload.build()
+        f = tf.function(w.fn, input_signature=list(w.input_signature))
+        sources.update(
+            {f"{name}/{k}": s for k, s in tf_stitch.generated_code(f, target="cuda").items()}
+        )
+    for name, path in _compile_all(sources).items():
+        assert cubin_architectures(path) == {"sm_80", "sm_90"}, name
+
+
+def test_without_nvcc_cuda_kernels_are_refused_with_one_clear_message(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cuda_compiler, "find_nvcc", lambda: None)
+    with pytest.raises(NvccMissing, match=r"nvcc not found.*CPU kernels are unaffected"):
+        compile_fatbin("__global__ void k() {}")
+
+
+@needs_nvcc
+def test_a_kernel_nvcc_rejects_is_a_compile_error_naming_the_command() -> None:
+    with pytest.raises(cuda_compiler.KernelCompileError, match="nvcc"):
+        compile_fatbin("__global__ void k() { this is not cuda; }")

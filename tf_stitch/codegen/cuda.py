@@ -1,0 +1,167 @@
+"""Kernel IR -> CUDA.
+
+One `__global__` function per kernel, from the same IR as the C++ emitter, with the same scalar
+expressions and the same math (`cpu_math.h` compiled as device functions), so GPU and CPU
+kernels compute the same values:
+
+- row and column kernels: a block per unit of work (grid-stride over the units); the block's
+  threads stride over each stage's loop; a reduction keeps one partial per thread and combines
+  them with warp shuffles (`__shfl_xor_sync`) and a shared array of one value per warp, so every
+  thread gets the result; row buffers are `__shared__` arrays sized by the memory plan;
+  `__syncthreads()` ends every stage;
+- elementwise (loop) kernels: one thread per element (grid-stride over all of them).
+
+Sizes known only at run time (the batch) are kernel arguments, as are the first and the end of
+the units to run (`ts_first`, `ts_units`). Blocks must have a multiple of 32 threads.
+
+Matmul tiles and gathers are not emitted yet: such kernels raise CudaUnsupported and run on the
+CPU only.
+"""
+
+from __future__ import annotations
+
+from tf_stitch.codegen.cpu import (
+    CTYPE,
+    OPS_PRELUDE,
+    REDUCE_INIT,
+    Emitter,
+    header,
+    product,
+)
+from tf_stitch.codegen.kernel_ir import Kernel, Stmt, Store
+
+# Threads per block when launched on a GPU (a kernel may run with any multiple of 32).
+BLOCK_THREADS = 256
+
+_COMBINE = {"Sum": 0, "Mean": 0, "Prod": 1, "Max": 2, "Min": 3}
+
+_CUDA_PRELUDE = """
+template <int KIND>
+__device__ __forceinline__ float ts_combine(float a, float b) {
+  return KIND == 0 ? a + b : KIND == 1 ? a * b : KIND == 2 ? ts_max(a, b) : ts_min(a, b);
+}
+
+// Every thread's partial, combined across the block; every thread returns the result.
+// `scratch` holds one value per warp.
+template <int KIND>
+__device__ __forceinline__ float ts_block_reduce(float v, float identity, float* scratch) {
+  for (int o = 16; o > 0; o >>= 1) v = ts_combine<KIND>(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < ((blockDim.x + 31u) >> 5) ? scratch[lane] : identity;
+  for (int o = 16; o > 0; o >>= 1) v = ts_combine<KIND>(v, __shfl_xor_sync(0xffffffffu, v, o));
+  __syncthreads();  // the next reduction reuses the scratch
+  return v;
+}
+"""
+
+
+class CudaUnsupported(Exception):
+    """The kernel uses something the CUDA emitter does not emit yet (it runs on the CPU)."""
+
+
+def emit_cuda(kernel: Kernel) -> str:
+    """The CUDA source of one kernel: a `__global__` function named after the kernel."""
+    if kernel.tiles:
+        raise CudaUnsupported(f"{kernel.name}: matmul tiles are not emitted as CUDA yet")
+    if any(p.gather for p in kernel.inputs):
+        raise CudaUnsupported(f"{kernel.name}: gathers are not emitted as CUDA yet")
+    return CudaEmitter(kernel).source()
+
+
+def kernel_arguments(kernel: Kernel) -> list[str]:
+    """The kernel's parameters in order: inputs, outputs, run-time sizes, the unit range."""
+    args = [f"const {CTYPE[p.dtype]}* __restrict__ {p.name}" for p in kernel.inputs]
+    args += [f"{CTYPE[p.dtype]}* __restrict__ {p.name}" for p in kernel.outputs]
+    args += [f"const int64_t {name}" for name, _, _ in kernel.symbols]
+    return [*args, "const int64_t ts_first", "const int64_t ts_units"]
+
+
+def flat_elements(kernel: Kernel) -> bool:
+    """Elementwise kernels run one thread per element rather than a block per row."""
+    return not kernel.reductions and not kernel.buffers and not any(kernel.row_stmts[1:])
+
+
+class CudaEmitter(Emitter):
+    def source(self) -> str:
+        k = self.k
+        self.lines = [f"// tf_stitch kernel {k.name} (CUDA): {k.schedule}"]
+        self.lines += [f"//   {m}" for m in k.members]
+        self.lines += [
+            "#include <cmath>",
+            "#include <cstdint>",
+            "#include <cstring>",
+            "",
+            "#define TS_MATH_INLINE static __device__ __forceinline__",
+            header("cpu_math.h"),
+            OPS_PRELUDE.replace("static inline", "static __device__ __forceinline__"),
+            _CUDA_PRELUDE,
+            f'extern "C" __global__ void __launch_bounds__({BLOCK_THREADS}) {k.name}(',
+        ]
+        args = kernel_arguments(k)
+        self.lines += [f"    {a}," for a in args[:-1]] + [f"    {args[-1]}) {{"]
+        self._emit(f"const int64_t ts_C = {product(k.inner)};", 1)
+        if flat_elements(k):
+            self._flat()
+        else:
+            self._blocks()
+        self._emit("}")
+        return "\n".join(self.lines) + "\n"
+
+    # -- elementwise kernels: a thread per element --------------------------------------------
+    def _flat(self) -> None:
+        self._emit("const int64_t ts_stride = (int64_t)gridDim.x * blockDim.x;", 1)
+        self._emit(
+            "for (int64_t ts_e = ts_first * ts_C + (int64_t)blockIdx.x * blockDim.x + "
+            "threadIdx.x; ts_e < ts_units * ts_C; ts_e += ts_stride) {",
+            1,
+        )
+        self._emit("const int64_t r = ts_e / ts_C;", 2)
+        self._emit("const int64_t i = ts_e - r * ts_C;", 2)
+        self._row_offsets()
+        self._stmts(self.k.row_stmts[0], 2, row=True)
+        for stmts in self.k.loops:
+            self._body(stmts, 2, lane=None)
+        self._emit("}", 1)
+
+    # -- row and column kernels: a block per unit ---------------------------------------------
+    def _blocks(self) -> None:
+        k = self.k
+        if k.reductions:
+            self._emit("__shared__ float ts_scratch[32];", 1)
+        for b in k.buffers:
+            self._emit(f"__shared__ {CTYPE[b.dtype]} {b.name}[{b.elements}];", 1)
+        self._emit("for (int64_t r = ts_first + blockIdx.x; r < ts_units; r += gridDim.x) {", 1)
+        self._row_offsets()
+        for loop, stmts in enumerate(k.loops):
+            self._stmts(k.row_stmts[loop], 2, row=True)
+            self._stage(loop, stmts)
+            if loop + 1 < len(k.loops):
+                self._emit("__syncthreads();", 2)
+        self._stmts(k.row_stmts[len(k.loops)], 2, row=True)
+        if k.buffers:
+            self._emit("__syncthreads();  // the next unit reuses the shared buffers", 2)
+        self._emit("}", 1)
+
+    def _stage(self, loop: int, stmts: list[Stmt]) -> None:
+        reds = [r for r in self.k.reductions if r.loop == loop]
+        for r in reds:
+            self._emit(f"float {r.name}_acc[1] = {{{REDUCE_INIT[r.kind]}}};", 2)
+        self._emit("for (int64_t i = threadIdx.x; i < ts_C; i += blockDim.x) {", 2)
+        self._body(stmts, 3, lane="0")
+        self._emit("}", 2)
+        for r in reds:
+            init = REDUCE_INIT[r.kind]
+            value = f"ts_block_reduce<{_COMBINE[r.kind]}>({r.name}_acc[0], {init}, ts_scratch)"
+            if r.kind == "Mean":
+                value = f"{value} / static_cast<float>(ts_C)"
+            self._emit(f"const float {r.name}_val = {value};", 2)
+
+    def _stmts(self, stmts: list[Stmt], depth: int, row: bool, lane: str | None = None) -> None:
+        for s in stmts:
+            if row and isinstance(s, Store):  # one thread writes a per-row value
+                target = self._addr(self.params[s.param], row, s.offset)
+                self._emit(f"if (threadIdx.x == 0) {target} = {s.var};", depth)
+            else:
+                super()._stmts([s], depth, row, lane)
