@@ -67,6 +67,7 @@ def optimize(
     inputs: Sequence[str] | None = None,
     input_signature: Sequence[tf.TensorSpec] | None = None,
     on_chip_budget: int | None = None,
+    cuda: bool = False,
 ) -> Any:
     """Stitches the memory-bound ops of a graph into fused kernels.
 
@@ -76,9 +77,13 @@ def optimize(
     none) or a Keras model gives an `OptimizedFunction` called like the original. Variables are
     frozen into constants. Groups whose kernel cannot be built stay as TensorFlow ops, with a
     warning; if the optimized graph fails validation the original graph is returned.
+
+    `cuda=True` also builds each kernel as CUDA (nvcc, sm_80/sm_90 fatbins): those nodes run
+    their CUDA build where TensorFlow places them on a GPU, and the CPU kernel elsewhere.
+    Without nvcc, one warning says so and the kernels are CPU-only.
     """
     frontend = frontends.load(obj, inputs=inputs, outputs=outputs, input_signature=input_signature)
-    graph, ctx = _optimize_graph(frontend.graph, on_chip_budget)
+    graph, ctx = _optimize_graph(frontend.graph, on_chip_budget, cuda)
     graph_def = graph_to_graph_def(graph)
     if frontend.kind == "graph_def":
         return graph_def
@@ -92,9 +97,13 @@ def optimize(
     )
 
 
-def _optimize_graph(graph: Graph, on_chip_budget: int | None) -> tuple[Graph, PassContext]:
+def _optimize_graph(
+    graph: Graph, on_chip_budget: int | None, cuda: bool = False
+) -> tuple[Graph, PassContext]:
     op_library.load()
-    options = Options() if on_chip_budget is None else Options(on_chip_budget=on_chip_budget)
+    options = Options(cuda=cuda)
+    if on_chip_budget is not None:
+        options = Options(on_chip_budget=on_chip_budget, cuda=cuda)
     optimized, ctx = run_pipeline(graph, options)
     problem = validate(graph, optimized)
     if problem:

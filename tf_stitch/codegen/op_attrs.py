@@ -50,3 +50,15 @@ def stitched_kernel_attrs(kernel: Kernel, source: str, cache_key: str) -> dict[s
         "block_rows": int(kernel.block_rows),
         "schedule": kernel.schedule.encode(),
     }
+
+
+def cuda_attrs(kernel: Kernel, cuda_key: str, launch: str) -> dict[str, Any]:
+    """The attrs of a kernel's CUDA build: its fatbin's key, how it is launched and the
+    elements of a unit (for a thread-per-element launch); `_kernel` selects the op's kernels
+    registered under the "cuda" label."""
+    return {
+        "cuda_key": cuda_key.encode(),
+        "cuda_launch": launch.encode(),
+        "row_dims": AttrList("i", tuple(_encode_domain(kernel.inner, kernel.split, kernel))),
+        "_kernel": b"cuda",
+    }

@@ -27,6 +27,8 @@ class Options:
     # The kernels' source: "cpu" (the C++ emitter), or "simt" (the CUDA emitter's source run
     # on the CPU through the SIMT emulation: a test mode, set by TF_STITCH_KERNELS=simt).
     kernel_source: str = field(default_factory=lambda: os.environ.get("TF_STITCH_KERNELS", "cpu"))
+    # Also build every kernel as CUDA (a fatbin) for the op's GPU kernel.
+    cuda: bool = False
 
     def __post_init__(self) -> None:
         if self.kernel_source not in KERNEL_SOURCES:

@@ -3,6 +3,8 @@
 Kernels are lowered, emitted as C++ and compiled (in parallel) first; a group whose kernel
 cannot be generated or compiled stays as its original TensorFlow ops, with a warning that says
 why. Fetched tensors keep their node names through an Identity reading the kernel's output.
+With `Options.cuda`, every kernel the CUDA emitter handles is also compiled by nvcc; its node
+then carries the fatbin's key and `_kernel: "cuda"`, which selects the op's GPU kernel on a GPU.
 """
 
 from __future__ import annotations
@@ -10,18 +12,19 @@ from __future__ import annotations
 import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tf_stitch.codegen.cpu import emit_cpu
-from tf_stitch.codegen.cuda import CudaUnsupported, emit_cuda
+from tf_stitch.codegen.cuda import CudaUnsupported, emit_cuda, flat_elements
 from tf_stitch.codegen.kernel_ir import Kernel
 from tf_stitch.codegen.lower import LoweringError, lower
-from tf_stitch.codegen.op_attrs import stitched_kernel_attrs
+from tf_stitch.codegen.op_attrs import cuda_attrs, stitched_kernel_attrs
 from tf_stitch.codegen.simt import emulated_source
 from tf_stitch.fusion.planner import Group
 from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef
 from tf_stitch.passes.base import KernelInfo, PassContext, graph_pass
+from tf_stitch.runtime.cuda_compiler import NvccMissing, compile_fatbin
 from tf_stitch.runtime.kernel_compiler import (
     KernelCompileError,
     check_loadable,
@@ -41,6 +44,9 @@ class _Built:
     attrs: dict[str, Any]
     key: str = ""
     error: str = ""
+    cuda_source: str = ""
+    cuda_unsupported: str = ""  # why the kernel has no CUDA source
+    cuda_attrs: dict[str, Any] = field(default_factory=dict)  # of its CUDA build, if built
 
 
 @graph_pass("outline")
@@ -51,6 +57,8 @@ def outline(graph: Graph, ctx: PassContext) -> Graph:
     out = graph.copy()
     built = [b for g in ctx.plan.groups if (b := _generate(out, g, ctx)) is not None]
     _compile_all(built, ctx.options.compile)
+    if ctx.options.cuda and ctx.options.compile:
+        _build_cuda(built, ctx)
     renamed: dict[TensorRef, TensorRef] = {}  # outputs of groups already replaced
     for b in built:
         if b.error:
@@ -70,7 +78,12 @@ def _generate(graph: Graph, group: Group, ctx: PassContext) -> _Built | None:
         source = emit_cpu(kernel) if ctx.options.kernel_source == "cpu" else emulated_source(kernel)
         # Encoded now, so that a group the op cannot describe never reaches the graph.
         attrs = stitched_kernel_attrs(kernel, source, "")
-        return _Built(group, node_name, kernel, source, attrs)
+        b = _Built(group, node_name, kernel, source, attrs)
+        try:
+            b.cuda_source = emit_cuda(kernel)
+        except CudaUnsupported as e:
+            b.cuda_unsupported = str(e)
+        return b
     except (LoweringError, ValueError, CudaUnsupported) as e:
         message = f"tf_stitch: group {node_name} stays as TensorFlow ops: {e}"
         ctx.warnings.append(message)
@@ -103,7 +116,7 @@ def _replace(graph: Graph, b: _Built, renamed: dict[TensorRef, TensorRef]) -> No
         b.node_name,
         OP_NAME,
         [renamed.get(r, r) for r in (TensorRef.parse(p.tensor) for p in kernel.inputs)],
-        {**b.attrs, "cache_key": b.key.encode()},
+        {**b.attrs, "cache_key": b.key.encode(), **b.cuda_attrs},
         outputs,
         device=group.nodes[0].device,
     )
@@ -128,11 +141,32 @@ def _replace(graph: Graph, b: _Built, renamed: dict[TensorRef, TensorRef]) -> No
             graph.outputs = [ref if r == node.output(i) else r for r in graph.outputs]
 
 
+def _build_cuda(built: list[_Built], ctx: PassContext) -> None:
+    """Compiles the CUDA source of every kernel that has one into a fatbin (nvcc)."""
+
+    def work(b: _Built) -> str:
+        if b.error or not b.cuda_source:
+            return ""
+        try:
+            fatbin = compile_fatbin(b.cuda_source)
+        except NvccMissing as e:
+            return str(e)
+        except KernelCompileError as e:
+            b.cuda_unsupported = f"nvcc failed: {e}"
+            return ""
+        launch = "elements" if flat_elements(b.kernel) else "blocks"
+        b.cuda_attrs = cuda_attrs(b.kernel, fatbin.key, launch)
+        return ""
+
+    with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+        problems = sorted(set(filter(None, pool.map(work, built))))
+    for message in problems:  # nvcc missing: said once, the kernels stay CPU-only
+        ctx.warnings.append(f"tf_stitch: {message}")
+        warnings.warn(f"tf_stitch: {message}", RuntimeWarning, stacklevel=3)
+
+
 def _info(b: _Built) -> KernelInfo:
-    try:
-        cuda_source, unsupported = emit_cuda(b.kernel), ""
-    except CudaUnsupported as e:
-        cuda_source, unsupported = "", str(e)
+    cuda_source, unsupported = b.cuda_source, b.cuda_unsupported
     return KernelInfo(
         node=b.node_name,
         name=b.kernel.name,

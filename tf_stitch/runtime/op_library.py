@@ -60,8 +60,13 @@ def _compiler() -> tuple[str, ...]:
     return tuple(shlex.split(os.environ.get("CXX") or "c++"))
 
 
+# The headers stitched_kernel_op.cc includes from its own directory.
+OP_HEADERS = tuple(OP_SOURCE.with_name(n) for n in ("cuda_driver.h", "stitched_kernel_gpu.h"))
+
+
 def _source() -> str:
-    return OP_SOURCE.read_text(encoding="utf-8")
+    """The op source and its headers: what the library's cache key covers."""
+    return "\n".join(p.read_text(encoding="utf-8") for p in (OP_SOURCE, *OP_HEADERS))
 
 
 def op_library_version() -> int:

@@ -64,7 +64,7 @@ using ::tensorflow::shape_inference::ShapeHandle;
 
 // Bump whenever this file changes behaviour; op_library.py puts it into the
 // cache key of the built op library (together with a hash of this source).
-constexpr int kOpLibraryVersion = 1;
+constexpr int kOpLibraryVersion = 2;
 
 // The version of the kernel library C ABI this op speaks.
 constexpr int kKernelAbiVersion = 1;
@@ -415,62 +415,33 @@ absl::Status LoadKernelLibrary(const Signature& sig, const std::string& path,
 // ----------------------------------------------------------------------------
 // The kernel.
 
-class StitchedKernelOp : public OpKernel {
+// What the CPU and GPU kernels share: the validated signature, binding the
+// symbols from the inputs, output shapes and the number of work units.
+class StitchedKernelBase : public OpKernel {
  public:
-  explicit StitchedKernelOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+  explicit StitchedKernelBase(OpKernelConstruction* ctx) : OpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ReadSignature(ctx, &sig_));
-    OP_REQUIRES_OK(ctx,
-                   LoadKernelLibrary(sig_, KernelPath(sig_.cache_key), &run_));
   }
 
-  void Compute(OpKernelContext* ctx) override {
+ protected:
+  // Binds the symbols and allocates every output; `outputs[i]` is its data.
+  absl::Status BindAndAllocate(OpKernelContext* ctx,
+                               std::vector<int64_t>* symbols,
+                               std::vector<void*>* outputs) const {
     // At least one element so that data() is never null for the kernel.
-    std::vector<int64_t> symbols(std::max<size_t>(sig_.binders.size(), 1), 0);
-    OP_REQUIRES_OK(ctx, BindSymbols(ctx, &symbols));
-
-    std::vector<const void*> inputs(ctx->num_inputs());
-    for (int i = 0; i < ctx->num_inputs(); ++i) {
-      inputs[i] = ctx->input(i).data();
-    }
-
-    std::vector<void*> outputs(ctx->num_outputs());
+    symbols->assign(std::max<size_t>(sig_.binders.size(), 1), 0);
+    TF_RETURN_IF_ERROR(BindSymbols(ctx, symbols));
+    outputs->assign(ctx->num_outputs(), nullptr);
     for (int i = 0; i < ctx->num_outputs(); ++i) {
       TensorShape shape;
-      OP_REQUIRES_OK(ctx, Resolve(sig_.outputs[i], symbols, &shape));
+      TF_RETURN_IF_ERROR(Resolve(sig_.outputs[i], *symbols, &shape));
       Tensor* output = nullptr;
-      OP_REQUIRES_OK(ctx, ctx->allocate_output(i, shape, &output));
-      outputs[i] = output->data();
+      TF_RETURN_IF_ERROR(ctx->allocate_output(i, shape, &output));
+      (*outputs)[i] = output->data();
     }
-
-    int64_t error_cell[3] = {0, 0, 0};
-    outputs.push_back(error_cell);
-
-    int64_t units = 0;
-    OP_REQUIRES_OK(ctx, CountUnits(symbols, &units));
-    if (units == 0) return;
-    units = (units + sig_.block_rows - 1) / sig_.block_rows;
-
-    const RunFn run = run_;
-    const void* const* in = inputs.data();
-    void* const* out = outputs.data();
-    const int64_t* syms = symbols.data();
-    auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
-    // SchedulingParams::Adaptive(cost) forwards to ParallelFor(units, cost, fn)
-    // (whose direct use is deprecated). It returns once every shard has run,
-    // so the shards may point into this frame's vectors.
-    workers->ParallelFor(
-        units,
-        tsl::thread::ThreadPool::SchedulingParams::Adaptive(sig_.unit_cost),
-        [run, in, out, syms](int64_t begin, int64_t end) {
-          run(in, out, syms, begin, end);
-        });
-    OP_REQUIRES(ctx, __atomic_load_n(&error_cell[0], __ATOMIC_ACQUIRE) == 0,
-                InvalidArgument("StitchedKernel '", sig_.kernel_name,
-                                "': a gathered index, ", error_cell[1],
-                                ", is not in [0, ", error_cell[2], ")"));
+    return absl::OkStatus();
   }
 
- private:
   // Checks every input against its encoded shape and binds each symbol to the
   // dimension named by its binder.
   absl::Status BindSymbols(OpKernelContext* ctx,
@@ -542,10 +513,65 @@ class StitchedKernelOp : public OpKernel {
   }
 
   Signature sig_;
+};
+
+class StitchedKernelOp : public StitchedKernelBase {
+ public:
+  explicit StitchedKernelOp(OpKernelConstruction* ctx)
+      : StitchedKernelBase(ctx) {
+    if (!ctx->status().ok()) return;
+    OP_REQUIRES_OK(ctx,
+                   LoadKernelLibrary(sig_, KernelPath(sig_.cache_key), &run_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    std::vector<int64_t> symbols;
+    std::vector<void*> outputs;
+    OP_REQUIRES_OK(ctx, BindAndAllocate(ctx, &symbols, &outputs));
+
+    std::vector<const void*> inputs(ctx->num_inputs());
+    for (int i = 0; i < ctx->num_inputs(); ++i) {
+      inputs[i] = ctx->input(i).data();
+    }
+
+    int64_t error_cell[3] = {0, 0, 0};
+    outputs.push_back(error_cell);
+
+    int64_t units = 0;
+    OP_REQUIRES_OK(ctx, CountUnits(symbols, &units));
+    if (units == 0) return;
+    units = (units + sig_.block_rows - 1) / sig_.block_rows;
+
+    const RunFn run = run_;
+    const void* const* in = inputs.data();
+    void* const* out = outputs.data();
+    const int64_t* syms = symbols.data();
+    auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+    // SchedulingParams::Adaptive(cost) forwards to ParallelFor(units, cost, fn)
+    // (whose direct use is deprecated). It returns once every shard has run,
+    // so the shards may point into this frame's vectors.
+    workers->ParallelFor(
+        units,
+        tsl::thread::ThreadPool::SchedulingParams::Adaptive(sig_.unit_cost),
+        [run, in, out, syms](int64_t begin, int64_t end) {
+          run(in, out, syms, begin, end);
+        });
+    OP_REQUIRES(ctx, __atomic_load_n(&error_cell[0], __ATOMIC_ACQUIRE) == 0,
+                InvalidArgument("StitchedKernel '", sig_.kernel_name,
+                                "': a gathered index, ", error_cell[1],
+                                ", is not in [0, ", error_cell[2], ")"));
+  }
+
+ private:
   RunFn run_ = nullptr;
 };
 
 }  // namespace
+}  // namespace tf_stitch
+
+#include "stitched_kernel_gpu.h"
+
+namespace tf_stitch {
 
 REGISTER_OP("StitchedKernel")
     .Input("inputs: Tin")
@@ -563,16 +589,29 @@ REGISTER_OP("StitchedKernel")
     .Attr("unit_cost: int")
     .Attr("block_rows: int = 1")
     .Attr("schedule: string = ''")
+    .Attr("cuda_key: string = ''")
+    .Attr("cuda_launch: string = ''")
+    .Attr("row_dims: list(int) = []")
     .SetShapeFn(InferShapes)
     .Doc(R"doc(
 Runs a fused kernel compiled by tf_stitch from the shared library
 <cache_dir>/kernels/<cache_key[:2]>/<cache_key>.so over TensorFlow's CPU
-thread pool. Dims are encoded as d >= 0 (static) or d < 0 (symbol -1-d).
+thread pool, or (nodes labeled `_kernel: "cuda"`, on a GPU) its CUDA build
+<cache_dir>/cuda/<cuda_key[:2]>/<cuda_key>.fatbin on the op's stream. Dims are
+encoded as d >= 0 (static) or d < 0 (symbol -1-d).
 )doc");
 
 // The macro pastes its argument's first token, so `Name` must be unqualified.
 using ::tensorflow::register_kernel::Name;
 REGISTER_KERNEL_BUILDER(Name("StitchedKernel").Device(::tensorflow::DEVICE_CPU),
                         StitchedKernelOp);
+// Nodes with a CUDA build carry `_kernel: "cuda"`: the GPU kernel where there is
+// a GPU, the CPU kernel elsewhere (stitched_kernel_gpu.h).
+REGISTER_KERNEL_BUILDER(
+    Name("StitchedKernel").Device(::tensorflow::DEVICE_CPU).Label("cuda"),
+    StitchedKernelOp);
+REGISTER_KERNEL_BUILDER(
+    Name("StitchedKernel").Device(::tensorflow::DEVICE_GPU).Label("cuda"),
+    StitchedKernelGpuOp);
 
 }  // namespace tf_stitch

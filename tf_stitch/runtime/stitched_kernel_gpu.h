@@ -1,0 +1,182 @@
+// tf_stitch/runtime/stitched_kernel_gpu.h
+//
+// The GPU kernel of StitchedKernel (part of stitched_kernel_op.cc, which includes it after
+// StitchedKernelBase). It launches the kernel's CUDA build, a fatbin at
+// <cache_dir>/cuda/<cuda_key[:2]>/<cuda_key>.fatbin (tf_stitch.runtime.cuda_compiler), on the
+// op's CUDA stream through the driver API (cuda_driver.h), with TensorFlow allocating the
+// outputs. The module is loaded once per CUDA context and kernel. Nodes carry `_kernel: "cuda"`
+// to select it (the CPU kernel is registered under that label too, so such nodes still run
+// where there is no GPU); unlabeled nodes keep running on the CPU.
+//
+// Kernel arguments, in order (codegen/cuda.py, kernel_arguments): input pointers, output
+// pointers, the bound symbols (int64), the first unit (0) and the number of units. The grid is
+// a block per unit (`cuda_launch: "blocks"`) or a thread per element ("elements"; the elements
+// of a unit are the product of `row_dims`), capped: the kernels stride over the rest.
+
+#ifndef TF_STITCH_RUNTIME_STITCHED_KERNEL_GPU_H_
+#define TF_STITCH_RUNTIME_STITCHED_KERNEL_GPU_H_
+
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <utility>
+
+#include "tensorflow/core/framework/device_base.h"
+#include "cuda_driver.h"
+#include "xla/stream_executor/stream.h"
+
+namespace tf_stitch {
+namespace {
+
+// Threads per block; codegen/cuda.py's BLOCK_THREADS (__launch_bounds__) must agree.
+constexpr int64_t kCudaBlockThreads = 256;
+constexpr int64_t kMaxGridBlocks = int64_t{1} << 20;
+
+std::string FatbinPath(const std::string& key) {
+  return absl::StrCat(CacheDir(), "/cuda/", key.substr(0, 2), "/", key,
+                      ".fatbin");
+}
+
+class StitchedKernelGpuOp : public StitchedKernelBase {
+ public:
+  explicit StitchedKernelGpuOp(OpKernelConstruction* ctx)
+      : StitchedKernelBase(ctx) {
+    if (!ctx->status().ok()) return;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("cuda_key", &cuda_key_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("cuda_launch", &launch_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("row_dims", &row_dims_));
+    OP_REQUIRES(ctx,
+                cuda_key_.size() == kCacheKeyLength && IsLowerHex(cuda_key_),
+                FailedPrecondition("StitchedKernel '", sig_.kernel_name,
+                                   "' has no CUDA build (cuda_key '", cuda_key_,
+                                   "'); optimize with cuda=True where nvcc is"));
+    OP_REQUIRES(ctx, launch_ == "blocks" || launch_ == "elements",
+                InvalidArgument("StitchedKernel '", sig_.kernel_name,
+                                "': cuda_launch must be 'blocks' or "
+                                "'elements', got '", launch_, "'"));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    using namespace cuda_driver;  // NOLINT(build/namespaces)
+    std::vector<int64_t> symbols;
+    std::vector<void*> outputs;
+    OP_REQUIRES_OK(ctx, BindAndAllocate(ctx, &symbols, &outputs));
+    int64_t units = 0;
+    OP_REQUIRES_OK(ctx, CountUnits(symbols, &units));
+    if (units == 0) return;
+    int64_t row = 1;
+    for (int64_t d : row_dims_) {
+      row = tensorflow::MultiplyWithoutOverflow(
+          row, IsSymbol(d) ? symbols[SymbolOf(d)] : d);
+    }
+    const int64_t work = launch_ == "blocks"
+                             ? units
+                             : tensorflow::MultiplyWithoutOverflow(units, row);
+    OP_REQUIRES(ctx, row >= 0 && work >= 0,
+                InvalidArgument("StitchedKernel '", sig_.kernel_name,
+                                "': the launch size overflows int64"));
+    if (work == 0) return;
+
+    const Api& api = Driver();
+    OP_REQUIRES(ctx, api.error.empty(), Failed(api.error));
+    auto* device_context = ctx->op_device_context();
+    OP_REQUIRES(ctx, device_context != nullptr && device_context->stream(),
+                Failed("the op has no GPU stream"));
+    auto stream = static_cast<CUstream>(
+        device_context->stream()->platform_specific_handle().stream);
+    CUcontext context = nullptr;
+    OP_REQUIRES_OK(ctx, Check(api.cuStreamGetCtx(stream, &context),
+                              "cuStreamGetCtx"));
+    OP_REQUIRES_OK(ctx, Check(api.cuCtxPushCurrent(context), "cuCtxPushCurrent"));
+    absl::Status status = Launch(ctx, api, context, stream, symbols, outputs,
+                                 units, work);
+    CUcontext popped = nullptr;
+    api.cuCtxPopCurrent(&popped);
+    OP_REQUIRES_OK(ctx, status);
+  }
+
+ private:
+  absl::Status Launch(OpKernelContext* ctx, const cuda_driver::Api& api,
+                      cuda_driver::CUcontext context,
+                      cuda_driver::CUstream stream,
+                      const std::vector<int64_t>& symbols,
+                      const std::vector<void*>& outputs, int64_t units,
+                      int64_t work) {
+    cuda_driver::CUfunction function = nullptr;
+    TF_RETURN_IF_ERROR(FunctionFor(api, context, &function));
+    std::vector<void*> pointers;
+    for (int i = 0; i < ctx->num_inputs(); ++i) {
+      pointers.push_back(const_cast<void*>(ctx->input(i).data()));
+    }
+    pointers.insert(pointers.end(), outputs.begin(), outputs.end());
+    std::vector<int64_t> scalars(symbols.begin(),
+                                 symbols.begin() + sig_.binders.size());
+    scalars.push_back(0);  // the first unit
+    scalars.push_back(units);
+    std::vector<void*> params;
+    for (void*& p : pointers) params.push_back(&p);
+    for (int64_t& s : scalars) params.push_back(&s);
+    const int64_t blocks =
+        launch_ == "blocks"
+            ? std::min(work, kMaxGridBlocks)
+            : std::min((work + kCudaBlockThreads - 1) / kCudaBlockThreads,
+                       kMaxGridBlocks);
+    return Check(api.cuLaunchKernel(function, static_cast<unsigned>(blocks), 1,
+                                    1, kCudaBlockThreads, 1, 1, 0, stream,
+                                    params.data(), nullptr),
+                 "cuLaunchKernel");
+  }
+
+  // The kernel's function in `context`, loading its fatbin on first use.
+  absl::Status FunctionFor(const cuda_driver::Api& api,
+                           cuda_driver::CUcontext context,
+                           cuda_driver::CUfunction* function) {
+    static std::mutex mutex;
+    static auto* loaded =
+        new std::map<std::pair<cuda_driver::CUcontext, std::string>,
+                     cuda_driver::CUfunction>();
+    std::lock_guard<std::mutex> lock(mutex);
+    const auto key = std::make_pair(context, cuda_key_);
+    if (auto it = loaded->find(key); it != loaded->end()) {
+      *function = it->second;
+      return absl::OkStatus();
+    }
+    const std::string path = FatbinPath(cuda_key_);
+    std::ifstream file(path, std::ios::binary);
+    if (!file) {
+      return Failed(absl::StrCat("its CUDA build ", path,
+                                 " is missing; optimize again where nvcc is"));
+    }
+    std::stringstream image;
+    image << file.rdbuf();
+    const std::string bytes = image.str();
+    cuda_driver::CUmodule module = nullptr;
+    TF_RETURN_IF_ERROR(
+        Check(api.cuModuleLoadData(&module, bytes.data()), "cuModuleLoadData"));
+    TF_RETURN_IF_ERROR(
+        Check(api.cuModuleGetFunction(function, module, sig_.kernel_name.c_str()),
+              "cuModuleGetFunction"));
+    (*loaded)[key] = *function;
+    return absl::OkStatus();
+  }
+
+  absl::Status Check(cuda_driver::CUresult result, const char* call) const {
+    if (result == cuda_driver::CUDA_SUCCESS) return absl::OkStatus();
+    return Failed(
+        absl::StrCat(call, " failed: ", cuda_driver::ErrorString(result)));
+  }
+
+  absl::Status Failed(const std::string& why) const {
+    return absl::InternalError(absl::StrCat(
+        "StitchedKernel '", sig_.kernel_name, "' (GPU): ", why));
+  }
+
+  std::string cuda_key_;
+  std::string launch_;
+  std::vector<int64_t> row_dims_;
+};
+
+}  // namespace
+}  // namespace tf_stitch
+
+#endif  // TF_STITCH_RUNTIME_STITCHED_KERNEL_GPU_H_
