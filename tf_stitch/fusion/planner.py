@@ -37,6 +37,8 @@ _QUIET_OPS = frozenset({"Const", "Placeholder", "NoOp", "Identity"})
 class PlannerOptions:
     on_chip_budget: int = DEFAULT_BUDGET_BYTES
     min_compute_ops: int = 2
+    # False: every node alone (the unfused baseline the GPU check times kernels against).
+    merge: bool = True
 
 
 @dataclass
@@ -90,7 +92,7 @@ def plan_groups(graph: Graph, options: PlannerOptions | None = None) -> Plan:
         key=lambda e: (-cp.edge_weight(*e), ctx.order[e[1]]),
     )
     # Refused merges are retried once their neighbourhood has changed, until nothing changes.
-    changed = True
+    changed = options.merge
     while changed:
         changed = False
         for producer, consumer in edges:
@@ -105,7 +107,8 @@ def plan_groups(graph: Graph, options: PlannerOptions | None = None) -> Plan:
             if verdict:
                 groups.union(a, b)
                 changed = True
-    merge_siblings(ctx, groups, cp, plan.log)
+    if options.merge:
+        merge_siblings(ctx, groups, cp, plan.log)
     for members in sorted(groups.sets(), key=lambda m: min(ctx.order[n] for n in m)):
         group = _finish(ctx, members, len(plan.groups), options, plan)
         if group is not None:
