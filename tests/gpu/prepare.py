@@ -68,6 +68,14 @@ def _attention_pooling(a: tf.Tensor, h: tf.Tensor) -> tf.Tensor:
     return tf.tanh(tf.reduce_sum(tf.sigmoid(a) * h, 1))
 
 
+_W = tf.constant(np.random.default_rng(1).standard_normal([256, 512]).astype(np.float32) * 0.05)
+
+
+def _dense_gelu(x: tf.Tensor) -> tf.Tensor:
+    """A small matmul (a tile computed per row) and its epilogue in one kernel."""
+    return tf.nn.gelu(tf.matmul(x, _W) + 0.1)
+
+
 def _transposed_softmax(x: tf.Tensor) -> tf.Tensor:
     return tf.nn.softmax(tf.transpose(x, [0, 2, 1]) * 2.0)
 
@@ -82,6 +90,7 @@ CASES: dict[str, tuple[Callable[..., Any], list[list[int | None]], int]] = {
     "batch_norm_training": (_batch_norm_training, [[None, 28, 28, 64]], 32),
     "attention_pooling": (_attention_pooling, [[None, 50, 1], [None, 50, 64]], 256),
     "transposed_softmax": (_transposed_softmax, [[None, 128, 96]], 64),
+    "dense_gelu": (_dense_gelu, [[None, 256]], 4096),
 }
 CHECK_BATCH = 3  # the batch whose outputs are checked against TensorFlow
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import warnings
 
+import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import assert_close
@@ -21,13 +22,21 @@ from tf_stitch.runtime.cuda_compiler import find_nvcc
 S = tf.TensorSpec
 
 
-def _layer_norm_and_projection(x: tf.Tensor, w: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+TABLE = tf.constant(np.random.default_rng(0).standard_normal([50, 16]).astype(np.float32))
+
+
+def _layer_norm_and_lookup(x: tf.Tensor, ids: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     m = tf.reduce_mean(x, -1, keepdims=True)
     v = tf.reduce_mean(tf.square(x - m), -1, keepdims=True)
-    return tf.nn.gelu((x - m) * tf.math.rsqrt(v + 1e-5)), tf.tanh(tf.matmul(x, w)) * 2.0
+    return tf.nn.gelu((x - m) * tf.math.rsqrt(v + 1e-5)), tf.tanh(tf.gather(TABLE, ids)) * 2.0
 
 
-SIGNATURE = [S([None, 64]), S([64, 16])]
+SIGNATURE = [S([None, 64]), S([None], tf.int32)]
+
+
+def _inputs(batch: int) -> tuple[tf.Tensor, tf.Tensor]:
+    ids = np.random.default_rng(batch).integers(0, 50, [batch]).astype(np.int32)
+    return tf.random.normal([batch, 64]), tf.constant(ids)
 
 
 def test_a_gpu_kernel_is_registered_under_the_cuda_label() -> None:
@@ -47,20 +56,31 @@ def test_the_launch_uses_the_block_size_the_kernels_are_bounded_by() -> None:
 
 @pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found")
 def test_kernels_with_a_cuda_build_carry_it_and_still_run_on_the_cpu() -> None:
-    f = tf.function(_layer_norm_and_projection, input_signature=SIGNATURE)
+    f = tf.function(_layer_norm_and_lookup, input_signature=SIGNATURE)
     opt = tf_stitch.optimize(f, cuda=True)
     nodes = {n.name: n for n in opt.graph_def.node if n.op == "StitchedKernel"}
     built = {name for name, n in nodes.items() if n.attr["_kernel"].s == b"cuda"}
-    assert len(nodes) == 2 and len(built) == 1  # the matmul tile has no CUDA emitter yet
+    assert len(nodes) == 2 and len(built) == 1  # gathers have no CUDA emitter yet
     (name,) = built
     key = nodes[name].attr["cuda_key"].s.decode()
     assert (cache.cache_dir() / "cuda" / key[:2] / f"{key}.fatbin").is_file()
     assert nodes[name].attr["cuda_launch"].s == b"blocks"
     assert list(nodes[name].attr["row_dims"].list.i) == [64]
     (other,) = [k for k in opt.kernels if k.node != name]
-    assert "matmul tiles are not emitted as CUDA yet" in other.cuda_unsupported
-    x, w = tf.random.normal([5, 64]), tf.random.normal([64, 16])
-    assert_close(f(x, w), opt(x, w))
+    assert "gathers are not emitted as CUDA yet" in other.cuda_unsupported
+    xs = _inputs(5)
+    assert_close(f(*xs), opt(*xs))
+
+
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found")
+def test_a_kernel_with_a_matmul_tile_has_a_cuda_build() -> None:
+    w = tf.constant(np.random.default_rng(1).standard_normal([32, 24]).astype(np.float32))
+    f = tf.function(lambda x: tf.tanh(tf.matmul(x, w) + 1.0), input_signature=[S([None, 32])])
+    opt = tf_stitch.optimize(f, cuda=True)
+    (node,) = [n for n in opt.graph_def.node if n.op == "StitchedKernel"]
+    assert node.attr["_kernel"].s == b"cuda" and node.attr["cuda_launch"].s == b"blocks"
+    x = tf.random.normal([7, 32])
+    assert_close(f(x), opt(x))
 
 
 def test_elementwise_kernels_launch_a_thread_per_element() -> None:
@@ -76,12 +96,12 @@ def test_elementwise_kernels_launch_a_thread_per_element() -> None:
 
 def test_without_nvcc_one_warning_and_cpu_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cuda_compiler, "find_nvcc", lambda: None)
-    f = tf.function(_layer_norm_and_projection, input_signature=SIGNATURE)
+    f = tf.function(_layer_norm_and_lookup, input_signature=SIGNATURE)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         opt = tf_stitch.optimize(f, cuda=True)
     messages = [str(w.message) for w in caught if "nvcc" in str(w.message)]
     assert len(messages) == 1 and "CPU kernels are unaffected" in messages[0]
     assert all(not n.attr["_kernel"].s for n in opt.graph_def.node if n.op == "StitchedKernel")
-    x, w = tf.random.normal([2, 64]), tf.random.normal([64, 16])
-    assert_close(f(x, w), opt(x, w))
+    xs = _inputs(2)
+    assert_close(f(*xs), opt(*xs))

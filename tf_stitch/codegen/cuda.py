@@ -14,8 +14,10 @@ kernels compute the same values:
 Sizes known only at run time (the batch) are kernel arguments, as are the first and the end of
 the units to run (`ts_first`, `ts_units`). Blocks must have a multiple of 32 threads.
 
-Matmul tiles and gathers are not emitted yet: such kernels raise CudaUnsupported and run on the
-CPU only.
+A small matmul's tile is computed per unit: the block's threads each compute columns of the
+unit's row of the product into a `__shared__` row (or straight into the output that holds the
+product), then the row's stages read it like an input. Gathers are not emitted yet: such kernels
+raise CudaUnsupported and run on the CPU only.
 """
 
 from __future__ import annotations
@@ -61,10 +63,18 @@ class CudaUnsupported(Exception):
     """The kernel uses something the CUDA emitter does not emit yet (it runs on the CPU)."""
 
 
+# Static shared memory a block may use (the rest of the 48 KB is the scratch and headroom).
+MAX_SHARED_BYTES = 40 * 1024
+
+
 def emit_cuda(kernel: Kernel) -> str:
     """The CUDA source of one kernel: a `__global__` function named after the kernel."""
-    if kernel.tiles:
-        raise CudaUnsupported(f"{kernel.name}: matmul tiles are not emitted as CUDA yet")
+    shared = sum(b.elements * (1 if b.dtype == "bool" else 4) for b in kernel.buffers)
+    shared += sum(t.n * 4 for t in kernel.tiles if not t.out)
+    if shared > MAX_SHARED_BYTES:
+        raise CudaUnsupported(
+            f"{kernel.name}: {shared} B of shared memory per block (limit {MAX_SHARED_BYTES})"
+        )
     if any(p.gather for p in kernel.inputs):
         raise CudaUnsupported(f"{kernel.name}: gathers are not emitted as CUDA yet")
     return CudaEmitter(kernel).source()
@@ -80,7 +90,12 @@ def kernel_arguments(kernel: Kernel) -> list[str]:
 
 def flat_elements(kernel: Kernel) -> bool:
     """Elementwise kernels run one thread per element rather than a block per row."""
-    return not kernel.reductions and not kernel.buffers and not any(kernel.row_stmts[1:])
+    return (
+        not kernel.reductions
+        and not kernel.buffers
+        and not kernel.tiles
+        and not any(kernel.row_stmts[1:])
+    )
 
 
 class CudaEmitter(Emitter):
@@ -132,7 +147,12 @@ class CudaEmitter(Emitter):
             self._emit("__shared__ float ts_scratch[32];", 1)
         for b in k.buffers:
             self._emit(f"__shared__ {CTYPE[b.dtype]} {b.name}[{b.elements}];", 1)
+        for t in k.tiles:
+            if not t.out:
+                self._emit(f"__shared__ float {t.name}_buf[{t.n}];", 1)
         self._emit("for (int64_t r = ts_first + blockIdx.x; r < ts_units; r += gridDim.x) {", 1)
+        if k.tiles:
+            self._unit_tiles()
         self._row_offsets()
         for loop, stmts in enumerate(k.loops):
             self._stmts(k.row_stmts[loop], 2, row=True)
@@ -140,9 +160,32 @@ class CudaEmitter(Emitter):
             if loop + 1 < len(k.loops):
                 self._emit("__syncthreads();", 2)
         self._stmts(k.row_stmts[len(k.loops)], 2, row=True)
-        if k.buffers:
+        if k.buffers or k.tiles:
             self._emit("__syncthreads();  // the next unit reuses the shared buffers", 2)
         self._emit("}", 1)
+
+    def _unit_tiles(self) -> None:
+        """The unit's row of every tile: thread j computes columns j, j + blockDim.x, ..."""
+        k = self.k
+        self._emit("const int64_t ts_b0 = r;  // a tile holds this unit's row", 2)
+        for t in k.tiles:
+            dest = f"{t.out} + r * {t.n}" if t.out else f"{t.name}_buf"
+            self._emit(f"float* {t.name} = {dest};", 2)
+            self._emit(f"for (int64_t j = threadIdx.x; j < {t.n}; j += blockDim.x) {{", 2)
+            self._emit("float acc = 0.0f;", 3)
+            k0 = 0
+            for s, seg in enumerate(t.segments):
+                offset = f" + {seg.offset}" if seg.offset else ""
+                self._emit(f"const float* a{s} = {seg.param} + r * {seg.row_stride}{offset};", 3)
+                self._emit(f"for (int64_t q = 0; q < {seg.width}; ++q) {{", 3)
+                self._emit(f"acc += a{s}[q] * {t.b}[({k0} + q) * {t.n} + j];", 4)
+                self._emit("}", 3)
+                k0 += seg.width
+            self._emit(f"{t.name}[j] = acc;", 3)
+            self._emit("}", 2)
+        self._emit("__syncthreads();  // every thread reads the tiles", 2)
+        for p in k.tile_params:
+            self._emit(f"const float* __restrict__ {p.name} = {p.tile};", 2)
 
     def _stage(self, loop: int, stmts: list[Stmt]) -> None:
         reds = [r for r in self.k.reductions if r.loop == loop]
