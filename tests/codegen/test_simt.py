@@ -95,3 +95,19 @@ def test_emulated_source_is_the_cuda_source(monkeypatch: pytest.MonkeyPatch) -> 
     ]
     assert re.search(r'extern "C" __global__ void __launch_bounds__\(\d+\) \w+\(', cu)
     assert "ts_block_reduce<0>" in cu and "__shfl_xor_sync" in cu
+
+
+def test_a_gathered_index_out_of_range_fails_through_the_error_cell(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TF_STITCH_KERNELS", "simt")
+    table = tf.constant(np.arange(40, dtype=np.float32).reshape(10, 4))
+    fn = lambda ids: tf.tanh(tf.gather(table, ids)) * 2.0  # noqa: E731
+    _, optimized, messages = _optimize(fn, [tf.TensorSpec([None], tf.int32)])
+    assert len(optimized.kernels) == 1, messages
+    (kernel,) = optimized.kernels
+    assert "ts_gather_error(ts_error" in kernel.cuda_source
+    ids = tf.constant([1, 9, 0], tf.int32)
+    assert_close(fn(ids), optimized(ids))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="a gathered index, 10, is not in"):
+        optimized(tf.constant([1, 10, 0], tf.int32))

@@ -26,7 +26,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 import tensorflow as tf
 
-from tf_stitch.codegen.cuda import CudaUnsupported, emit_cuda, flat_elements
+from tf_stitch.codegen.cuda import CudaUnsupported, emit_cuda, flat_elements, gathers
 from tf_stitch.codegen.kernel_ir import Kernel
 from tf_stitch.codegen.lower import lower
 from tf_stitch.fusion.planner import PlannerOptions, plan_groups
@@ -76,6 +76,15 @@ def _dense_gelu(x: tf.Tensor) -> tf.Tensor:
     return tf.nn.gelu(tf.matmul(x, _W) + 0.1)
 
 
+_TABLE = tf.constant(np.random.default_rng(2).standard_normal([1000, 128]).astype(np.float32))
+
+
+def _embedding_norm(ids: tf.Tensor) -> tf.Tensor:
+    """Rows of an embedding table picked by index, then normalized: a gather in the kernel."""
+    e = tf.gather(_TABLE, ids)
+    return e * tf.math.rsqrt(tf.reduce_sum(tf.square(e), -1, keepdims=True) + 1e-6)
+
+
 def _transposed_softmax(x: tf.Tensor) -> tf.Tensor:
     return tf.nn.softmax(tf.transpose(x, [0, 2, 1]) * 2.0)
 
@@ -91,13 +100,17 @@ CASES: dict[str, tuple[Callable[..., Any], list[list[int | None]], int]] = {
     "attention_pooling": (_attention_pooling, [[None, 50, 1], [None, 50, 64]], 256),
     "transposed_softmax": (_transposed_softmax, [[None, 128, 96]], 64),
     "dense_gelu": (_dense_gelu, [[None, 256]], 4096),
+    "embedding_norm": (_embedding_norm, [[None]], 65536),
 }
+_INT_INPUTS = {"embedding_norm": 1000}  # integer inputs: indices below this
 CHECK_BATCH = 3  # the batch whose outputs are checked against TensorFlow
 
 
-def _prepared_graph(fn: Callable[..., Any], shapes: list[list[int | None]]) -> Graph:
+def _prepared_graph(
+    fn: Callable[..., Any], shapes: list[list[int | None]], dtype: tf.DType
+) -> Graph:
     """The graph as the optimizer plans it (every pass before stitch)."""
-    cf = tf.function(fn).get_concrete_function(*[S(s) for s in shapes])
+    cf = tf.function(fn).get_concrete_function(*[S(s, dtype) for s in shapes])
     graph = frontends.load(cf).graph
     ctx = PassContext()
     for p in PIPELINE:
@@ -154,6 +167,7 @@ def _describe(kernel: Kernel, values: dict[str, np.ndarray], out: Path, tag: str
         "inputs": tensors(kernel.inputs, "in"),
         "outputs": tensors(kernel.outputs, "out"),
         "symbols": len(kernel.symbols),  # each is the batch
+        "gathers": gathers(kernel),  # then an int64[3] error cell follows the outputs
         "units": sizes(kernel.outer),
         "row": sizes(kernel.inner),
     }
@@ -164,13 +178,14 @@ def prepare(out: Path) -> dict[str, Any]:
     rng = np.random.default_rng(0)
     manifest: dict[str, Any] = {"cases": []}
     for name, (fn, shapes, batch) in CASES.items():
-        graph = _prepared_graph(fn, shapes)
-        feeds = {
-            f"{r.node}:{r.index}": rng.standard_normal(
-                [CHECK_BATCH if d is None else d for d in s]
-            ).astype(np.float32)
-            for r, s in zip(graph.inputs, shapes, strict=True)
-        }
+        graph = _prepared_graph(fn, shapes, tf.int32 if name in _INT_INPUTS else tf.float32)
+        feeds = {}
+        for r, shape in zip(graph.inputs, shapes, strict=True):
+            dims = [CHECK_BATCH if d is None else d for d in shape]
+            if graph.info(r).dtype == "int32":
+                feeds[str(r)] = rng.integers(0, _INT_INPUTS[name], dims).astype(np.int32)
+            else:
+                feeds[str(r)] = rng.standard_normal(dims).astype(np.float32)
         fused, unfused = _kernels(graph, True), _kernels(graph, False)
         tensors = sorted({p.tensor for k in fused + unfused for p in k.inputs + k.outputs})
         values = dict(zip(tensors, _evaluate(graph, tensors, feeds), strict=True))

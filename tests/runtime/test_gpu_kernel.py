@@ -59,15 +59,14 @@ def test_kernels_with_a_cuda_build_carry_it_and_still_run_on_the_cpu() -> None:
     f = tf.function(_layer_norm_and_lookup, input_signature=SIGNATURE)
     opt = tf_stitch.optimize(f, cuda=True)
     nodes = {n.name: n for n in opt.graph_def.node if n.op == "StitchedKernel"}
-    built = {name for name, n in nodes.items() if n.attr["_kernel"].s == b"cuda"}
-    assert len(nodes) == 2 and len(built) == 1  # gathers have no CUDA emitter yet
-    (name,) = built
-    key = nodes[name].attr["cuda_key"].s.decode()
-    assert (cache.cache_dir() / "cuda" / key[:2] / f"{key}.fatbin").is_file()
-    assert nodes[name].attr["cuda_launch"].s == b"blocks"
-    assert list(nodes[name].attr["row_dims"].list.i) == [64]
-    (other,) = [k for k in opt.kernels if k.node != name]
-    assert "gathers are not emitted as CUDA yet" in other.cuda_unsupported
+    assert len(nodes) == 2 and all(n.attr["_kernel"].s == b"cuda" for n in nodes.values())
+    for node in nodes.values():
+        key = node.attr["cuda_key"].s.decode()
+        assert (cache.cache_dir() / "cuda" / key[:2] / f"{key}.fatbin").is_file()
+    by_gathers = {n.attr["cuda_gathers"].b: n for n in nodes.values()}
+    norm, lookup = by_gathers[False], by_gathers[True]
+    assert norm.attr["cuda_launch"].s == b"blocks" and list(norm.attr["row_dims"].list.i) == [64]
+    assert lookup.attr["cuda_launch"].s == b"elements"  # the gathered rows, elementwise
     xs = _inputs(5)
     assert_close(f(*xs), opt(*xs))
 

@@ -298,11 +298,14 @@ class Emitter:
                 rows, stride = p.gather_rows, p.access.row_stride
                 self._emit(f"const int64_t {p.name}_g = {p.gather}[{p.gather}_r];", 2)
                 self._emit(f"if ({p.name}_g < 0 || {p.name}_g >= {rows}) {{", 2)
-                cell = f"ts_out[{len(self.k.outputs)}]"
-                self._emit(f"ts_gather_error({cell}, {p.name}_g, {rows});", 3)
+                self._emit(f"ts_gather_error({self._error_cell()}, {p.name}_g, {rows});", 3)
                 self._emit("continue;", 3)
                 self._emit("}", 2)
                 self._emit(f"const int64_t {p.name}_r = {p.name}_g * ({stride});", 2)
+
+    def _error_cell(self) -> str:
+        """Where a gathered index out of range is reported: the op's error cell."""
+        return f"ts_out[{len(self.k.outputs)}]"
 
     def _decompose(self, index: str, axes: range, p: Param) -> str:
         """Offset of flat index `index` over `axes` (row-major) for param `p`."""

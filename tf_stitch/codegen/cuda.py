@@ -16,8 +16,9 @@ the units to run (`ts_first`, `ts_units`). Blocks must have a multiple of 32 thr
 
 A small matmul's tile is computed per unit: the block's threads each compute columns of the
 unit's row of the product into a `__shared__` row (or straight into the output that holds the
-product), then the row's stages read it like an input. Gathers are not emitted yet: such kernels
-raise CudaUnsupported and run on the CPU only.
+product), then the row's stages read it like an input. A gather reads its index per unit; an
+index out of range is reported in the error cell the kernel gets after its outputs
+(`ts_error`, int64[3] = {1, index, rows}, the first writer wins) and the unit is skipped.
 """
 
 from __future__ import annotations
@@ -59,6 +60,17 @@ __device__ __forceinline__ float ts_block_reduce(float v, float identity, float*
 """
 
 
+_GATHER_PRELUDE = """
+__device__ __forceinline__ void ts_gather_error(unsigned long long* cell, int64_t index,
+                                                int64_t rows) {
+  if (atomicCAS(cell, 0ull, 1ull) == 0ull) {
+    cell[1] = static_cast<unsigned long long>(index);
+    cell[2] = static_cast<unsigned long long>(rows);
+  }
+}
+"""
+
+
 class CudaUnsupported(Exception):
     """The kernel uses something the CUDA emitter does not emit yet (it runs on the CPU)."""
 
@@ -75,8 +87,6 @@ def emit_cuda(kernel: Kernel) -> str:
         raise CudaUnsupported(
             f"{kernel.name}: {shared} B of shared memory per block (limit {MAX_SHARED_BYTES})"
         )
-    if any(p.gather for p in kernel.inputs):
-        raise CudaUnsupported(f"{kernel.name}: gathers are not emitted as CUDA yet")
     return CudaEmitter(kernel).source()
 
 
@@ -84,8 +94,15 @@ def kernel_arguments(kernel: Kernel) -> list[str]:
     """The kernel's parameters in order: inputs, outputs, run-time sizes, the unit range."""
     args = [f"const {CTYPE[p.dtype]}* __restrict__ {p.name}" for p in kernel.inputs]
     args += [f"{CTYPE[p.dtype]}* __restrict__ {p.name}" for p in kernel.outputs]
+    if gathers(kernel):
+        args.append("unsigned long long* __restrict__ ts_error")
     args += [f"const int64_t {name}" for name, _, _ in kernel.symbols]
     return [*args, "const int64_t ts_first", "const int64_t ts_units"]
+
+
+def gathers(kernel: Kernel) -> bool:
+    """Does the kernel read rows of a table by index (and so take an error cell)?"""
+    return any(p.gather for p in kernel.inputs)
 
 
 def flat_elements(kernel: Kernel) -> bool:
@@ -112,6 +129,7 @@ class CudaEmitter(Emitter):
             header("cpu_math.h"),
             OPS_PRELUDE.replace("static inline", "static __device__ __forceinline__"),
             _CUDA_PRELUDE,
+            *([_GATHER_PRELUDE] if gathers(k) else []),
             f'extern "C" __global__ void __launch_bounds__({BLOCK_THREADS}) {k.name}(',
         ]
         args = kernel_arguments(k)
@@ -200,6 +218,9 @@ class CudaEmitter(Emitter):
             if r.kind == "Mean":
                 value = f"{value} / static_cast<float>(ts_C)"
             self._emit(f"const float {r.name}_val = {value};", 2)
+
+    def _error_cell(self) -> str:
+        return "ts_error"
 
     def _stmts(self, stmts: list[Stmt], depth: int, row: bool, lane: str | None = None) -> None:
         for s in stmts:

@@ -60,5 +60,6 @@ def cuda_attrs(kernel: Kernel, cuda_key: str, launch: str) -> dict[str, Any]:
         "cuda_key": cuda_key.encode(),
         "cuda_launch": launch.encode(),
         "row_dims": AttrList("i", tuple(_encode_domain(kernel.inner, kernel.split, kernel))),
+        "cuda_gathers": any(p.gather for p in kernel.inputs),
         "_kernel": b"cuda",
     }

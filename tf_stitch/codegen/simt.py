@@ -10,7 +10,7 @@ TensorFlow on a machine without a GPU (`TF_STITCH_KERNELS=simt`).
 from __future__ import annotations
 
 from tf_stitch.codegen.cpu import ABI_VERSION, CTYPE, header, product
-from tf_stitch.codegen.cuda import emit_cuda
+from tf_stitch.codegen.cuda import emit_cuda, gathers
 from tf_stitch.codegen.kernel_ir import Kernel
 
 # The emulated grid: a few blocks of two warps, so that grid-stride loops and reductions across
@@ -42,6 +42,8 @@ def _abi(kernel: Kernel) -> str:
     ]
     args = [f"static_cast<const {CTYPE[p.dtype]}*>(ts_in[{p.index}])" for p in k.inputs]
     args += [f"static_cast<{CTYPE[p.dtype]}*>(ts_out[{p.index}])" for p in k.outputs]
+    if gathers(k):  # the op's error cell follows its outputs
+        args.append(f"static_cast<unsigned long long*>(ts_out[{len(k.outputs)}])")
     args += [name for name, _, _ in k.symbols] + ["ts_first", "ts_last"]
     lines += [
         f"  ts_emu::launch({EMULATED_BLOCKS}, {EMULATED_THREADS}, [&] {{",

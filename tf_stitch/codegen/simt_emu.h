@@ -149,4 +149,11 @@ inline float __shfl_xor_sync(unsigned /*mask*/, float value, int lane_mask) {
   return result;
 }
 
+inline unsigned long long atomicCAS(unsigned long long* address, unsigned long long compare,
+                                    unsigned long long value) {
+  __atomic_compare_exchange_n(address, &compare, value, false, __ATOMIC_ACQ_REL,
+                              __ATOMIC_ACQUIRE);
+  return compare;  // the old value, as CUDA's atomicCAS returns it
+}
+
 #endif  // TF_STITCH_CODEGEN_SIMT_EMU_H_

@@ -10,6 +10,7 @@
 
 #include <dlfcn.h>
 
+#include <cstddef>
 #include <mutex>  // NOLINT(build/c++11)
 #include <string>
 
@@ -21,6 +22,7 @@ using CUcontext = struct CUctx_st*;
 using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
 using CUstream = struct CUstream_st*;
+using CUdeviceptr = unsigned long long;  // NOLINT(runtime/int): the driver's type
 constexpr CUresult CUDA_SUCCESS = 0;
 
 struct Api {
@@ -33,6 +35,9 @@ struct Api {
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
                              unsigned, unsigned, unsigned, CUstream, void**,
                              void**) = nullptr;
+  CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned, size_t, CUstream) = nullptr;
+  CUresult (*cuMemcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream) = nullptr;
+  CUresult (*cuStreamSynchronize)(CUstream) = nullptr;
   std::string error;  // why the driver is unusable; empty when it is
 };
 
@@ -65,6 +70,9 @@ inline const Api& Driver() {
     Resolve(lib, "cuModuleLoadData", &api.cuModuleLoadData, &e);
     Resolve(lib, "cuModuleGetFunction", &api.cuModuleGetFunction, &e);
     Resolve(lib, "cuLaunchKernel", &api.cuLaunchKernel, &e);
+    Resolve(lib, "cuMemsetD32Async", &api.cuMemsetD32Async, &e);
+    Resolve(lib, "cuMemcpyDtoHAsync_v2", &api.cuMemcpyDtoHAsync, &e);
+    Resolve(lib, "cuStreamSynchronize", &api.cuStreamSynchronize, &e);
   });
   return api;
 }

@@ -9,7 +9,9 @@
 // where there is no GPU); unlabeled nodes keep running on the CPU.
 //
 // Kernel arguments, in order (codegen/cuda.py, kernel_arguments): input pointers, output
-// pointers, the bound symbols (int64), the first unit (0) and the number of units. The grid is
+// pointers, for kernels that gather (`cuda_gathers`) an int64[3] error cell, the bound symbols
+// (int64), the first unit (0) and the number of units. A gathered index out of range fails
+// the op with InvalidArgument, as GatherV2 does (the op then waits for its kernel). The grid is
 // a block per unit (`cuda_launch: "blocks"`) or a thread per element ("elements"; the elements
 // of a unit are the product of `row_dims`), capped: the kernels stride over the rest.
 
@@ -45,6 +47,7 @@ class StitchedKernelGpuOp : public StitchedKernelBase {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("cuda_key", &cuda_key_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("cuda_launch", &launch_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("row_dims", &row_dims_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("cuda_gathers", &gathers_));
     OP_REQUIRES(ctx,
                 cuda_key_.size() == kCacheKeyLength && IsLowerHex(cuda_key_),
                 FailedPrecondition("StitchedKernel '", sig_.kernel_name,
@@ -109,6 +112,17 @@ class StitchedKernelGpuOp : public StitchedKernelBase {
       pointers.push_back(const_cast<void*>(ctx->input(i).data()));
     }
     pointers.insert(pointers.end(), outputs.begin(), outputs.end());
+    Tensor cell;  // int64[3] {0, 0, 0}: a gathered index out of range
+    if (gathers_) {
+      TF_RETURN_IF_ERROR(ctx->allocate_temp(tensorflow::DT_INT64,
+                                            TensorShape({3}), &cell));
+      pointers.push_back(cell.data());
+      TF_RETURN_IF_ERROR(Check(
+          api.cuMemsetD32Async(
+              reinterpret_cast<cuda_driver::CUdeviceptr>(cell.data()), 0, 6,
+              stream),
+          "cuMemsetD32Async"));
+    }
     std::vector<int64_t> scalars(symbols.begin(),
                                  symbols.begin() + sig_.binders.size());
     scalars.push_back(0);  // the first unit
@@ -121,10 +135,27 @@ class StitchedKernelGpuOp : public StitchedKernelBase {
             ? std::min(work, kMaxGridBlocks)
             : std::min((work + kCudaBlockThreads - 1) / kCudaBlockThreads,
                        kMaxGridBlocks);
-    return Check(api.cuLaunchKernel(function, static_cast<unsigned>(blocks), 1,
-                                    1, kCudaBlockThreads, 1, 1, 0, stream,
-                                    params.data(), nullptr),
-                 "cuLaunchKernel");
+    TF_RETURN_IF_ERROR(
+        Check(api.cuLaunchKernel(function, static_cast<unsigned>(blocks), 1, 1,
+                                 kCudaBlockThreads, 1, 1, 0, stream,
+                                 params.data(), nullptr),
+              "cuLaunchKernel"));
+    if (!gathers_) return absl::OkStatus();
+    // The index check waits for the kernel: only kernels that gather pay it.
+    int64_t host[3] = {0, 0, 0};
+    TF_RETURN_IF_ERROR(Check(
+        api.cuMemcpyDtoHAsync(
+            host, reinterpret_cast<cuda_driver::CUdeviceptr>(cell.data()),
+            sizeof host, stream),
+        "cuMemcpyDtoHAsync"));
+    TF_RETURN_IF_ERROR(
+        Check(api.cuStreamSynchronize(stream), "cuStreamSynchronize"));
+    if (host[0] != 0) {
+      return InvalidArgument("StitchedKernel '", sig_.kernel_name,
+                             "': a gathered index, ", host[1],
+                             ", is not in [0, ", host[2], ")");
+    }
+    return absl::OkStatus();
   }
 
   // The kernel's function in `context`, loading its fatbin on first use.
@@ -174,6 +205,7 @@ class StitchedKernelGpuOp : public StitchedKernelBase {
   std::string cuda_key_;
   std::string launch_;
   std::vector<int64_t> row_dims_;
+  bool gathers_ = false;
 };
 
 }  // namespace

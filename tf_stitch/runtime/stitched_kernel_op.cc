@@ -592,6 +592,7 @@ REGISTER_OP("StitchedKernel")
     .Attr("cuda_key: string = ''")
     .Attr("cuda_launch: string = ''")
     .Attr("row_dims: list(int) = []")
+    .Attr("cuda_gathers: bool = false")
     .SetShapeFn(InferShapes)
     .Doc(R"doc(
 Runs a fused kernel compiled by tf_stitch from the shared library
