@@ -1,4 +1,5 @@
-"""Golden files: the C++ generated for representative kernels is pinned (STYLE item 9).
+"""Golden files: the C++ (and for three, the CUDA) generated for representative kernels is
+pinned (STYLE item 9).
 
 The kernels come from `tf_stitch.generated_code`, i.e. the whole pipeline (decompositions,
 slices, planning, lowering, emission), so any change that alters generated code shows up here as
@@ -113,6 +114,29 @@ def test_generated_kernel_matches_golden_file(name: str) -> None:
 
 def test_every_golden_file_has_a_kernel() -> None:
     assert sorted(p.stem for p in GOLDEN_DIR.glob("*.cc")) == sorted(KERNELS)
+    assert sorted(p.stem for p in GOLDEN_DIR.glob("*.cu")) == sorted(CUDA_KERNELS)
+
+
+# The CUDA of three kernels: a row kernel with block reductions, a column kernel, and a matmul
+# tile in shared memory; compared from the kernel's `extern "C" __global__` line on.
+CUDA_KERNELS = ("layer_norm", "batch_norm_training", "gru_step")
+
+
+@pytest.mark.parametrize("name", CUDA_KERNELS)
+def test_generated_cuda_matches_golden_file(name: str) -> None:
+    fn, specs = KERNELS[name]
+    (source,) = tf_stitch.generated_code(
+        tf.function(fn, input_signature=specs), target="cuda"
+    ).values()
+    text = source[source.index('extern "C" __global__') :]
+    path = GOLDEN_DIR / f"{name}.cu"
+    if UPDATE:
+        path.write_text(text)
+    assert path.exists(), f"no golden file {path}; run TF_STITCH_UPDATE_GOLDEN=1 pytest {__file__}"
+    assert text == path.read_text(), (
+        f"the CUDA generated for {name} changed; if intended, regenerate with "
+        "TF_STITCH_UPDATE_GOLDEN=1 pytest tests/test_golden.py and review the diff"
+    )
 
 
 def test_generated_code_of_an_optimized_function_is_what_runs() -> None:
