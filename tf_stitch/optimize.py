@@ -141,6 +141,11 @@ def explain(obj: Any, **kwargs: Any) -> str:
     fusion decision with its reason. Accepts what `optimize` accepts, or its result."""
     if isinstance(obj, OptimizedFunction):
         return format_context(obj.context)
+    return format_context(_planned(obj, kwargs))
+
+
+def _planned(obj: Any, kwargs: dict[str, Any]) -> PassContext:
+    """The optimizer's context for `obj` (kernels generated, not compiled)."""
     frontend = frontends.load(
         obj,
         inputs=kwargs.get("inputs"),
@@ -148,29 +153,19 @@ def explain(obj: Any, **kwargs: Any) -> str:
         input_signature=kwargs.get("input_signature"),
     )
     _, ctx = run_pipeline(frontend.graph, Options(compile=False))
-    return format_context(ctx)
+    return ctx
 
 
 def generated_code(obj: Any, target: str = "cpu", **kwargs: Any) -> dict[str, str]:
     """The generated source of every stitched kernel of `obj`, by kernel node name: the C++ the
-    CPU runs (`target="cpu"`), or the CUDA (`target="cuda"`; kernels the CUDA emitter does not
-    emit yet are left out).
+    CPU runs (`target="cpu"`), or the CUDA (`target="cuda"`; kernels the CUDA emitter cannot
+    emit, e.g. over the shared-memory limit, are left out).
 
     Accepts what `optimize` accepts (the kernels are generated, not compiled), or its result.
     """
     if target not in ("cpu", "cuda"):
         raise ValueError(f"target must be 'cpu' or 'cuda', got {target!r}")
-    if isinstance(obj, OptimizedFunction):
-        kernels = obj.kernels
-    else:
-        frontend = frontends.load(
-            obj,
-            inputs=kwargs.get("inputs"),
-            outputs=kwargs.get("outputs"),
-            input_signature=kwargs.get("input_signature"),
-        )
-        _, ctx = run_pipeline(frontend.graph, Options(compile=False))
-        kernels = ctx.kernels
+    kernels = obj.kernels if isinstance(obj, OptimizedFunction) else _planned(obj, kwargs).kernels
     if target == "cuda":
         return {k.node: k.cuda_source for k in kernels if k.cuda_source}
     return {k.node: k.source for k in kernels}
