@@ -31,7 +31,7 @@ from tf_stitch.codegen.cpu import (
     header,
     product,
 )
-from tf_stitch.codegen.kernel_ir import Kernel, Stmt, Store
+from tf_stitch.codegen.kernel_ir import Buffer, Kernel, Stmt, Store
 
 # Threads per block when launched on a GPU (a kernel may run with any multiple of 32).
 BLOCK_THREADS = 256
@@ -81,7 +81,7 @@ MAX_SHARED_BYTES = 40 * 1024
 
 def emit_cuda(kernel: Kernel) -> str:
     """The CUDA source of one kernel: a `__global__` function named after the kernel."""
-    shared = sum(b.elements * (1 if b.dtype == "bool" else 4) for b in kernel.buffers)
+    shared = sum(row_buffer(kernel, b) * (1 if b.dtype == "bool" else 4) for b in kernel.buffers)
     shared += sum(t.n * 4 for t in kernel.tiles if not t.out)
     if shared > MAX_SHARED_BYTES:
         raise CudaUnsupported(
@@ -98,6 +98,12 @@ def kernel_arguments(kernel: Kernel) -> list[str]:
         args.append("unsigned long long* __restrict__ ts_error")
     args += [f"const int64_t {name}" for name, _, _ in kernel.symbols]
     return [*args, "const int64_t ts_first", "const int64_t ts_units"]
+
+
+def row_buffer(kernel: Kernel, buffer: Buffer) -> int:
+    """Elements of a row buffer for one block: one row (the CPU's column kernels hold a row per
+    lane; a CUDA block runs one unit)."""
+    return buffer.elements // kernel.lanes if kernel.lanes else buffer.elements
 
 
 def gathers(kernel: Kernel) -> bool:
@@ -164,7 +170,7 @@ class CudaEmitter(Emitter):
         if k.reductions:
             self._emit("__shared__ float ts_scratch[32];", 1)
         for b in k.buffers:
-            self._emit(f"__shared__ {CTYPE[b.dtype]} {b.name}[{b.elements}];", 1)
+            self._emit(f"__shared__ {CTYPE[b.dtype]} {b.name}[{row_buffer(k, b)}];", 1)
         for t in k.tiles:
             if not t.out:
                 self._emit(f"__shared__ float {t.name}_buf[{t.n}];", 1)
