@@ -11,6 +11,7 @@ setup(
     package_data={
         "tf_stitch.runtime": ["*.cc", "*.h"],
         "tf_stitch.codegen": ["*.h"],
+        "tf_stitch.profiler": ["xla_gpu_targets/*.txtpb"],
         "tb_plugin": ["static/*"],
     },
     install_requires=[

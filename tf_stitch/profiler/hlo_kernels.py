@@ -281,17 +281,23 @@ def _python_function(fn: Callable[..., Any]) -> Callable[..., Any]:
     return lambda *args: fn(*args)
 
 
-def optimized_hlo(fn: Callable[..., Any], inputs: Any) -> str:
-    """XLA's optimized HLO text for `fn(*inputs)` compiled with `jit_compile=True`."""
+def compiler_ir(fn: Callable[..., Any], inputs: Any, stage: str) -> Any:
+    """XLA's IR of `fn(*inputs)` compiled with `jit_compile=True`, at `stage` ("optimized_hlo"
+    text for this host's CPU; "hlo_serialized" bytes of the unoptimized module)."""
     if isinstance(inputs, tf.Tensor | np.ndarray) or not isinstance(inputs, list | tuple):
         inputs = (inputs,)
     args = [tf.convert_to_tensor(v) if isinstance(v, np.ndarray) else v for v in inputs]
     compiled = tf.function(_python_function(fn), jit_compile=True)
     try:
-        text: str = compiled.experimental_get_compiler_ir(*args)(stage="optimized_hlo")
+        return compiled.experimental_get_compiler_ir(*args)(stage=stage)
     except (tf.errors.OpError, ValueError) as e:
         message = getattr(e, "message", None) or str(e)
         raise RuntimeError(f"XLA could not compile the function: {message}") from e
+
+
+def optimized_hlo(fn: Callable[..., Any], inputs: Any) -> str:
+    """XLA's optimized HLO text for `fn(*inputs)` compiled with `jit_compile=True`."""
+    text: str = compiler_ir(fn, inputs, "optimized_hlo")
     return text
 
 
