@@ -21,7 +21,8 @@ setup(
         "protobuf",
         "numpy",
     ],
-    extras_require={"dev": ["pytest", "ruff", "mypy", "hypothesis"]},
+    # scipy: for JAX, installed --no-deps by the README's test command (XLA:GPU counts)
+    extras_require={"dev": ["pytest", "ruff", "mypy", "hypothesis", "scipy"]},
     entry_points={
         "console_scripts": ["tf-stitch = tf_stitch.cli:main"],
         "tensorboard_plugins": ["tf_stitch = tb_plugin.plugin:TfStitchPlugin"],
