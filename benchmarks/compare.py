@@ -1,15 +1,14 @@
-"""What every benchmark measures for one function: TF vs XLA:CPU vs tf_stitch."""
+"""What every benchmark script measures for one function: TF vs XLA:CPU vs tf_stitch (the CPU
+columns of `tf-stitch bench`, from `tf_stitch.bench.measure_function`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 import tensorflow as tf
 
-import tf_stitch
-from tf_stitch.profiler.timing import interleaved
+from tf_stitch.bench import measure_function
 
 VARIANTS = ("TensorFlow", "XLA:CPU", "tf_stitch")
 
@@ -22,29 +21,15 @@ def compare(
 ) -> dict[str, Any]:
     """Optimizes `fn`, checks it against the original, counts kernels per step (profiler traces
     for TF and tf_stitch, optimized HLO for XLA:CPU) and times the three variants interleaved."""
-    original = tf.function(fn, input_signature=list(signature))
-    xla = tf.function(fn, jit_compile=True)
-    optimized = tf_stitch.optimize(original)
-    expected = tf.nest.flatten(original(*inputs))
-    got = tf.nest.flatten(optimized(*inputs))
-    error = max(
-        float(np.max(np.abs(e.numpy() - g.numpy()), initial=0.0))
-        for e, g in zip(expected, got, strict=True)
-    )
-    report = tf_stitch.count_launches(optimized, *inputs)
-    calls = {
-        "TensorFlow": lambda: original(*inputs),
-        "XLA:CPU": lambda: xla(*inputs),
-        "tf_stitch": lambda: optimized(*inputs),
-    }
+    m = measure_function(fn, signature, inputs, rounds, gpu_target=None)
     return {
         "kernels": {
-            "TensorFlow": report.tf,
-            "XLA:CPU": report.xla_cpu,
-            "tf_stitch": report.tf_stitch,
+            "TensorFlow": m.kernels["tf"],
+            "XLA:CPU": m.kernels["xla_cpu"],
+            "tf_stitch": m.kernels["tf_stitch_cpu"],
         },
-        "latency": interleaved(calls, rounds=rounds, warmup=3),
-        "max_abs_error": error,
-        "stitched_kernels": len(optimized.kernels),
-        "notes": report.notes,
+        "latency": m.latency,
+        "max_abs_error": m.max_abs_error,
+        "stitched_kernels": m.stitched_kernels,
+        "notes": m.notes,
     }

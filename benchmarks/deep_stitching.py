@@ -2,7 +2,7 @@
 
     python benchmarks/deep_stitching.py [--rounds 15] [--only rnn,bert] [--json out.json]
 
-Each workload (benchmarks/workloads/, FusionStitching's and AStitch's evaluation sets, random
+Each workload (tf_stitch/workloads/, FusionStitching's and AStitch's evaluation sets, random
 weights, the batch written in its module) is optimized, checked against the original, counted
 (profiler traces for TF and tf_stitch, optimized HLO for XLA:CPU) and timed with the three
 variants called in turn in every round. Prints medians (min-max), the ratios, and the issue's
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import tensorflow as tf
 
 from benchmarks.compare import compare
-from benchmarks.workloads import WORKLOADS
+from tf_stitch.workloads import WORKLOADS
 
 
 def measure(name: str, rounds: int) -> dict[str, Any]:

@@ -47,6 +47,22 @@ def _explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench(args: argparse.Namespace) -> int:
+    from tf_stitch.bench import run_bench
+
+    doc = run_bench(
+        _outputs(args.workloads),
+        args.out,
+        rounds=args.rounds,
+        gpu_target=None if args.no_xla_gpu else args.gpu,
+        small=args.small,
+    )
+    if doc["failed"]:
+        return 1
+    mismatched = [n for n, r in doc["workloads"].items() if not r["outputs_match"]]
+    return 1 if mismatched else 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tf-stitch", description="Deep kernel fusion for TensorFlow.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -65,6 +81,17 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("input")
     e.add_argument("--outputs")
     e.set_defaults(run=_explain)
+    b = sub.add_parser(
+        "bench",
+        help="kernels per step vs TF, XLA:CPU and XLA:GPU, and CPU latency, on the workloads",
+    )
+    b.add_argument("--workloads", help="comma-separated workload names (default: all ten)")
+    b.add_argument("--out", default="tf_stitch_bench", help="output directory")
+    b.add_argument("--rounds", type=int, default=10, help="interleaved timing rounds")
+    b.add_argument("--gpu", choices=("h100", "h200"), default="h100", help="XLA:GPU target")
+    b.add_argument("--no-xla-gpu", action="store_true", help="skip the XLA:GPU counts")
+    b.add_argument("--small", action="store_true", help="the workloads' small variants")
+    b.set_defaults(run=_bench)
     return p
 
 

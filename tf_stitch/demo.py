@@ -28,20 +28,6 @@ def _log(out: TextIO, text: str) -> None:
     print(text, file=out, flush=True)
 
 
-def _bar(out: TextIO, label: str) -> Any:
-    def progress(done: int, total: int) -> None:
-        filled = int(24 * done / total)
-        end = "\n" if done == total else ""
-        print(
-            f"\r  {label} [{'#' * filled}{'.' * (24 - filled)}] {done}/{total}",
-            end=end,
-            file=out,
-            flush=True,
-        )
-
-    return progress
-
-
 def run(
     batch: int = 4, seq_len: int = 128, rounds: int = 10, out: TextIO = sys.stdout
 ) -> DemoResult:
@@ -51,6 +37,7 @@ def run(
     import tf_stitch
     from tf_stitch.models.encoder import encoder_layer
     from tf_stitch.profiler.timing import interleaved
+    from tf_stitch.progress import Progress
 
     started = time.perf_counter()
     _log(
@@ -88,7 +75,7 @@ def run(
         "XLA:CPU": lambda: xla_fn(x),
         "tf_stitch": lambda: optimized(x),
     }
-    latency = interleaved(fns, rounds=rounds, warmup=2, progress=_bar(out, "timing"))
+    latency = interleaved(fns, rounds=rounds, warmup=2, progress=Progress(1, out, "  timing"))
 
     kernels = {"TensorFlow": report.tf, "XLA:CPU": report.xla_cpu, "tf_stitch": report.tf_stitch}
     _log(out, "")

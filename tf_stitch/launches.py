@@ -4,19 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import tensorflow as tf
 
 from tf_stitch.graph.frontends import is_keras_model
 from tf_stitch.optimize import OptimizedFunction, StitchFunction, optimize
+from tf_stitch.profiler.gpu_launches import GpuLaunches, count_gpu_launches
 from tf_stitch.profiler.hlo_kernels import HloKernels, count_xla_cpu_launches
 from tf_stitch.profiler.op_launches import OpLaunches, count_tf_launches
 
 
 @dataclass
 class LaunchReport:
-    """Kernels per step of one function three ways. `str()` gives a table."""
+    """Kernels per step of one function three ways, and what tf_stitch's graph would launch on
+    a GPU (`tf_stitch_gpu`, see `profiler/gpu_launches.py`). `str()` gives a table."""
 
     tf: int
     tf_stitch: int
@@ -25,6 +27,8 @@ class LaunchReport:
     tf_stitch_detail: OpLaunches
     xla_cpu_detail: HloKernels | None
     notes: list[str] = field(default_factory=list)
+    tf_stitch_gpu: int = 0
+    tf_stitch_gpu_detail: GpuLaunches | None = None
 
     def __str__(self) -> str:
         xla = "n/a" if self.xla_cpu is None else str(self.xla_cpu)
@@ -32,6 +36,7 @@ class LaunchReport:
             ("TensorFlow (graph, Grappler on)", str(self.tf)),
             ("XLA:CPU (jit_compile=True)", xla),
             ("tf_stitch", str(self.tf_stitch)),
+            ("tf_stitch on a GPU (counted from its ops)", str(self.tf_stitch_gpu)),
         ]
         width = max(len(r[0]) for r in rows)
         lines = [f"{'kernels per step':<{width}}  count"]
@@ -52,9 +57,9 @@ def count_launches(fn: Any, *inputs: Any, steps: int = 3) -> LaunchReport:
     library calls, copies and other unfused instructions of the entry computation, loop bodies
     times their trip counts), from its optimized HLO. None if XLA cannot compile `fn`.
     """
-    original, optimized, python_fn = _variants(fn, inputs)
+    original, call_optimized, optimized, python_fn = _variants(fn, inputs)
     tf_count = count_tf_launches(original, inputs, steps=steps)
-    stitch_count = count_tf_launches(optimized, inputs, steps=steps)
+    stitch_count = count_tf_launches(call_optimized, inputs, steps=steps)
     notes = []
     try:
         xla: HloKernels | None = count_xla_cpu_launches(python_fn, inputs)
@@ -66,6 +71,10 @@ def count_launches(fn: Any, *inputs: Any, steps: int = 3) -> LaunchReport:
             notes.append(f"{name} ran {c.min_per_step}..{c.max_per_step} kernels per step")
     if xla is not None:
         notes.extend(xla.notes)
+    gpu = count_gpu_launches(
+        stitch_count, optimized.graph, {k.node for k in optimized.kernels if k.cuda_source}
+    )
+    notes.extend(f"GPU count: {n}" for n in gpu.notes)
     return LaunchReport(
         tf_count.per_step,
         stitch_count.per_step,
@@ -74,30 +83,44 @@ def count_launches(fn: Any, *inputs: Any, steps: int = 3) -> LaunchReport:
         stitch_count,
         xla,
         notes,
+        gpu.total,
+        gpu,
     )
 
 
-def _variants(fn: Any, inputs: tuple[Any, ...]) -> tuple[Any, Any, Callable[..., Any]]:
-    """(the original as a graph function, the optimized function, a Python function for XLA)."""
+class _Variants(NamedTuple):
+    original: Any  # the original as a graph function
+    call_optimized: Callable[..., Any]  # the optimized function, called like `fn`
+    optimized: OptimizedFunction
+    python: Callable[..., Any]  # a Python function for XLA
+
+
+def _variants(fn: Any, inputs: tuple[Any, ...]) -> _Variants:
     specs = [tf.TensorSpec.from_tensor(tf.convert_to_tensor(x)) for x in inputs]
     if isinstance(fn, OptimizedFunction):
         original = fn.original
-        return original, fn, _python(original)
+        return _Variants(original, fn, fn, _python(original))
     if isinstance(fn, StitchFunction):
-        return fn.tf_function, fn.get_optimized(*inputs), fn.python_function
+        optimized = fn.get_optimized(*inputs)
+        return _Variants(fn.tf_function, optimized, optimized, fn.python_function)
     if is_keras_model(fn):
         model = fn
 
         def call(*args: Any) -> Any:
             return model(args[0] if len(args) == 1 else list(args), training=False)
 
-        optimized = optimize(fn, input_signature=specs)
+        keras_optimized = optimize(fn, input_signature=specs)
         if len(inputs) == 1:
-            return tf.function(call), optimized, call
-        return tf.function(call), lambda *args: optimized(list(args)), call
+            return _Variants(tf.function(call), keras_optimized, keras_optimized, call)
+
+        def call_with_list(*args: Any) -> Any:
+            return keras_optimized(list(args))
+
+        return _Variants(tf.function(call), call_with_list, keras_optimized, call)
     graph_fn = fn if hasattr(fn, "get_concrete_function") else tf.function(fn)
     concrete = graph_fn.get_concrete_function(*specs) if not _is_concrete(fn) else fn
-    return graph_fn, optimize(concrete), _python(fn)
+    optimized = optimize(concrete)
+    return _Variants(graph_fn, optimized, optimized, _python(fn))
 
 
 def _is_concrete(fn: Any) -> bool:

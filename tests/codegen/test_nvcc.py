@@ -58,7 +58,7 @@ def test_every_cuda_kernel_of_the_numerics_cases_compiles_for_sm80_and_sm90() ->
 @needs_nvcc
 def test_every_cuda_kernel_of_the_workloads_compiles() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from benchmarks.workloads import WORKLOADS
+    from tf_stitch.workloads import WORKLOADS
 
     sources: dict[str, str] = {}
     for name, workload in WORKLOADS.items():

@@ -14,6 +14,7 @@ from tensorflow.python.eager import context
 from tf_stitch.profiler.op_launches import (
     NO_KERNEL_OPS,
     OpLaunches,
+    OpRun,
     count_ops_per_step,
     count_tf_launches,
     op_type_of,
@@ -205,5 +206,6 @@ def test_inconsistent_steps_are_reported() -> None:
         max_per_step=2,
         by_type={"MyCustomOp": 1},
         excluded_by_type={"_Retval": 1},
+        runs={OpRun("a", "MyCustomOp"): 1},
     )
     assert not result.consistent

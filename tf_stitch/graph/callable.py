@@ -10,6 +10,8 @@ from tensorflow.python.util import nest
 
 from tf_stitch.graph.io import GraphDef
 
+IMPORT_SCOPE = "stitched"  # the name scope the graph's nodes run under (and are traced as)
+
 
 def function_from_graph_def(
     graph_def: GraphDef, inputs: Sequence[str], outputs: Sequence[str], specs: Sequence[Any]
@@ -23,7 +25,7 @@ def function_from_graph_def(
             graph_def,
             input_map=dict(zip(input_names, args, strict=True)),
             return_elements=output_names,
-            name="stitched",
+            name=IMPORT_SCOPE,
         )
 
     # The concrete function: calling it skips tf.function's dispatch (measured ~0.2 ms a call).

@@ -14,7 +14,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -60,12 +60,20 @@ STEP_MARKER = "step"
 PROFILER_OPTIONS = dict(host_tracer_level=2, python_tracer_level=0, device_tracer_level=0)
 
 
+class OpRun(NamedTuple):
+    """One op that ran: its node name (empty for eager ops, which have none) and op type."""
+
+    node: str
+    op: str
+
+
 @dataclass(frozen=True)
 class OpLaunches:
     """Op launches per step of a traced function.
 
     `per_step` is the count of the most common step (equal to min and max when every step
-    launched the same ops); `by_type` and `excluded_by_type` describe that step.
+    launched the same ops); `by_type` and `excluded_by_type` describe that step, and `runs`
+    lists its kernel-launching ops by node (how many times each ran in the step).
     """
 
     per_step: int
@@ -73,11 +81,20 @@ class OpLaunches:
     max_per_step: int
     by_type: dict[str, int] = field(default_factory=dict)
     excluded_by_type: dict[str, int] = field(default_factory=dict)
+    runs: dict[OpRun, int] = field(default_factory=dict)
 
     @property
     def consistent(self) -> bool:
         """Whether every traced step launched the same number of ops."""
         return self.min_per_step == self.max_per_step
+
+
+def op_run_of(event: TraceEvent) -> OpRun | None:
+    """The op run an event records (see `op_type_of`), else None."""
+    op = op_type_of(event)
+    if op is None:
+        return None
+    return OpRun(event.name[: -len(op) - 1] if event.name.endswith(":" + op) else "", op)
 
 
 def op_type_of(event: TraceEvent) -> str | None:
@@ -98,35 +115,43 @@ def op_type_of(event: TraceEvent) -> str | None:
 
 def count_ops_per_step(
     events: Iterable[TraceEvent], steps: Sequence[StepInterval]
-) -> list[Counter[str]]:
-    """For each step, how many op events of each type start inside its interval."""
-    counts: list[Counter[str]] = [Counter() for _ in steps]
+) -> list[Counter[OpRun]]:
+    """For each step, how many times each op ran (op events starting inside its interval)."""
+    counts: list[Counter[OpRun]] = [Counter() for _ in steps]
     for ev in events:
-        op = op_type_of(ev)
-        if op is None:
+        run = op_run_of(ev)
+        if run is None:
             continue
         for i, step in enumerate(steps):
             if step.contains(ev.start_ps):
-                counts[i][op] += 1
+                counts[i][run] += 1
                 break
     return counts
 
 
-def summarize_steps(per_step: Sequence[Counter[str]]) -> OpLaunches:
+def _by_type(runs: Iterable[tuple[OpRun, int]]) -> dict[str, int]:
+    types: Counter[str] = Counter()
+    for run, n in runs:
+        types[run.op] += n
+    return dict(sorted(types.items()))
+
+
+def summarize_steps(per_step: Sequence[Counter[OpRun]]) -> OpLaunches:
     """Fold per-step op counts into an `OpLaunches`, splitting off `NO_KERNEL_OPS`."""
     if not per_step:
         raise ValueError("no steps to summarize")
-    kept = [Counter({k: v for k, v in c.items() if k not in NO_KERNEL_OPS}) for c in per_step]
+    kept = [Counter({k: v for k, v in c.items() if k.op not in NO_KERNEL_OPS}) for c in per_step]
     totals = [c.total() for c in kept]
     mode = Counter(totals).most_common(1)[0][0]
     chosen = totals.index(mode)
-    excluded = {k: v for k, v in per_step[chosen].items() if k in NO_KERNEL_OPS}
+    excluded = [(k, v) for k, v in per_step[chosen].items() if k.op in NO_KERNEL_OPS]
     return OpLaunches(
         per_step=mode,
         min_per_step=min(totals),
         max_per_step=max(totals),
-        by_type=dict(sorted(kept[chosen].items())),
-        excluded_by_type=dict(sorted(excluded.items())),
+        by_type=_by_type(kept[chosen].items()),
+        excluded_by_type=_by_type(excluded),
+        runs=dict(sorted(kept[chosen].items())),
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from benchmarks.workloads.base import Workload, ids, keras_fn, make_workload, seed_keras
+from tf_stitch.workloads.base import Workload, ids, keras_fn, make_workload, seed_keras
 
 NAME = "nmt"
 DESCRIPTION = "GRU encoder + GRU decoder (8 unrolled teacher-forced steps) + Luong attention"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from benchmarks.workloads.base import Workload, keras_fn, make_workload, normal, seed_keras
+from tf_stitch.workloads.base import Workload, keras_fn, make_workload, normal, seed_keras
 
 NAME = "transformer_decoder"
 DESCRIPTION = "Transformer decoder layer (d 512, 8 heads, FFN 2048): causal self-attn, cross-attn"

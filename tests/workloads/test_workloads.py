@@ -4,7 +4,6 @@ where the batch is None, and compile with XLA:CPU; small shapes throughout."""
 from __future__ import annotations
 
 import inspect
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.workloads import WORKLOADS, Workload, get  # noqa: E402
+from tf_stitch.workloads import WORKLOADS, Workload, get
 
 ORDER = [
     "lr",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from benchmarks.workloads.base import Workload, make_workload, normal
 from tf_stitch.models.encoder import encoder_layer
+from tf_stitch.workloads.base import Workload, make_workload, normal
 
 NAME = "bert"
 DESCRIPTION = "2 BERT-base encoder layers (768 hidden, 12 heads, FFN 3072, exact GELU), seq 128"

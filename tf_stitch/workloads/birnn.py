@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from benchmarks.workloads.base import Workload, keras_fn, make_workload, normal, seed_keras
+from tf_stitch.workloads.base import Workload, keras_fn, make_workload, normal, seed_keras
 
 NAME = "birnn"
 DESCRIPTION = "bidirectional LSTM unrolled 20 steps + per-step dense softmax (sequence tagging)"

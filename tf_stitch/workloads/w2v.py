@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from benchmarks.workloads.base import Workload, ids, make_workload, normal
+from tf_stitch.workloads.base import Workload, ids, make_workload, normal
 
 NAME = "w2v"
 DESCRIPTION = "word2vec skip-gram: embedding lookups, dot products, log-sigmoid NEG scores"

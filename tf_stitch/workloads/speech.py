@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from benchmarks.workloads.base import (
+from tf_stitch.workloads.base import (
     Workload,
     keras_fn,
     make_workload,

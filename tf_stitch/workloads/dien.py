@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from benchmarks.workloads.base import Workload, ids, keras_fn, make_workload, seed_keras
+from tf_stitch.workloads.base import Workload, ids, keras_fn, make_workload, seed_keras
 
 NAME = "dien"
 DESCRIPTION = "DIEN: GRU over 20 behaviours, MLP attention + softmax, unrolled AUGRU, MLP"

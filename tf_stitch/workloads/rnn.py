@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from benchmarks.workloads.base import Workload, keras_fn, make_workload, normal, seed_keras
+from tf_stitch.workloads.base import Workload, keras_fn, make_workload, normal, seed_keras
 
 NAME = "rnn"
 DESCRIPTION = "LSTM unrolled 20 steps (Keras LSTM, unroll=True) + dense softmax head"

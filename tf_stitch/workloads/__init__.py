@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from benchmarks.workloads import (
+from tf_stitch.workloads import (
     bert,
     birnn,
     crnn,
@@ -17,7 +17,7 @@ from benchmarks.workloads import (
     transformer_decoder,
     w2v,
 )
-from benchmarks.workloads.base import Workload
+from tf_stitch.workloads.base import Workload
 
 WORKLOADS: dict[str, ModuleType] = {
     m.NAME: m for m in (lr, w2v, rnn, birnn, nmt, speech, bert, transformer_decoder, dien, crnn)

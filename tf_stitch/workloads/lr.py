@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from benchmarks.workloads.base import Workload, keras_fn, make_workload, normal, seed_keras
+from tf_stitch.workloads.base import Workload, keras_fn, make_workload, normal, seed_keras
 
 NAME = "lr"
 DESCRIPTION = "logistic regression: normalized dense features + crossed features, sigmoid"

@@ -1,0 +1,135 @@
+"""The tf_stitch GPU count: ops a real CPU run executed, mapped to the kernels a GPU runs."""
+
+from __future__ import annotations
+
+import pytest
+import tensorflow as tf
+
+import tf_stitch
+from tf_stitch.graph.ir import Graph, Node, TensorInfo, TensorRef
+from tf_stitch.profiler.gpu_launches import (
+    count_gpu_launches,
+    einsum_kernels,
+    gpu_op_type,
+    runs_on_host,
+)
+from tf_stitch.profiler.op_launches import OpLaunches, OpRun
+
+
+def test_cpu_only_variants_count_as_the_op_they_replace() -> None:
+    assert gpu_op_type("_MklNativeConv2D") == "Conv2D"
+    assert gpu_op_type("_MklMatMul") == "MatMul"
+    assert gpu_op_type("_MklFusedMatMul") == "_FusedMatMul"
+    assert gpu_op_type("Relu") == "Relu"
+
+
+@pytest.mark.parametrize(
+    ("equation", "kernels"),
+    [
+        ("bij,bjk->bik", 1),  # a batch matmul as is
+        ("abc,cd->abd", 1),  # Keras EinsumDense: a reshape and a GEMM
+        ("bij,bkj->bik", 1),  # the right operand transposed by the GEMM (adjoint)
+        ("BTNH,BSNH->BNTS", 3),  # attention scores: both operands transposed
+        ("BNTS,BSNH->BTNH", 3),  # attention context: the right operand and the result
+        ("ij,jk->ki", 2),  # the result transposed
+        ("ijk,jl->il", 2),  # k summed out of one operand first
+        ("ij->ji", 1),
+        ("...ij,...jk->...ik", 4),
+    ],
+)
+def test_einsum_kernels_follow_tensorflows_einsum(equation: str, kernels: int) -> None:
+    assert einsum_kernels(equation) == kernels
+
+
+def test_einsum_equations_it_cannot_read_are_refused() -> None:
+    for bad in ("ij,jk", "a,b,c->abc", ",->"):
+        with pytest.raises(ValueError, match="einsum"):
+            einsum_kernels(bad)
+
+
+def _node(name: str, op: str, inputs: list[str], dtype: str, **attrs: object) -> Node:
+    refs = [TensorRef.parse(i) for i in inputs]
+    return Node(name, op, refs, dict(attrs), [TensorInfo(dtype, (4, 8))])
+
+
+def _graph(*nodes: Node) -> Graph:
+    return Graph(nodes={n.name: n for n in nodes})
+
+
+def test_int32_ops_run_on_the_host_and_launch_nothing() -> None:
+    g = _graph(
+        _node("shape_a", "Placeholder", [], "int32"),
+        _node("x", "Placeholder", [], "float32"),
+        _node("dims", "AddV2", ["shape_a", "shape_a"], "int32"),
+        _node("mask", "Less", ["shape_a", "shape_a"], "bool"),
+        _node("zeros", "Fill", ["dims", "x"], "float32"),
+    )
+    assert runs_on_host(g, g.node("dims")) and runs_on_host(g, g.node("mask"))
+    assert not runs_on_host(g, g.node("zeros"))  # float output: a GPU kernel
+    assert not runs_on_host(g, g.node("x"))  # no inputs
+    ops = OpLaunches(
+        3,
+        3,
+        3,
+        runs={
+            OpRun(f"stitched/{n}", t): 1
+            for n, t in (("dims", "AddV2"), ("mask", "Less"), ("zeros", "Fill"))
+        },
+    )
+    got = count_gpu_launches(ops, g, cuda_kernels=())
+    assert (got.total, got.by_type, got.on_host) == (1, {"Fill": 1}, {"AddV2": 1, "Less": 1})
+
+
+def test_multi_kernel_ops_layouts_and_stitched_kernels() -> None:
+    g = _graph(
+        _node("x", "Placeholder", [], "float32"),
+        _node("sm", "Softmax", ["x"], "float32"),
+        _node("conv_nhwc", "Conv2D", ["x", "x"], "float32", data_format=b"NHWC"),
+        _node("conv_nchw", "Conv2D", ["x", "x"], "float32", data_format=b"NCHW"),
+        _node("mm", "MatMul", ["x", "x"], "float32"),
+        _node("att", "Einsum", ["x", "x"], "float32", equation=b"BTNH,BSNH->BNTS"),
+        _node("k_cuda", "StitchedKernel", ["x"], "float32"),
+        _node("k_cpu", "StitchedKernel", ["x"], "float32"),
+    )
+    runs = {
+        OpRun("stitched/sm", "Softmax"): 1,
+        OpRun("stitched/conv_nhwc", "_MklNativeConv2D"): 1,
+        OpRun("stitched/conv_nchw", "_MklNativeConv2D"): 1,
+        OpRun("stitched/mm", "_MklMatMul"): 2,  # ran twice in the step
+        OpRun("stitched/att", "_MklEinsum"): 1,
+        OpRun("stitched/k_cuda", "StitchedKernel"): 1,
+        OpRun("stitched/k_cpu", "StitchedKernel"): 1,
+        OpRun("stitched/Grappler/made_this", "_MklBatchMatMulV2"): 1,
+    }
+    got = count_gpu_launches(OpLaunches(9, 9, 9, runs=runs), g, cuda_kernels={"k_cuda"})
+    assert got.by_type == {
+        "BatchMatMulV2": 1,
+        "Conv2D": 3 + 1,
+        "Einsum": 3,
+        "MatMul": 2,
+        "Softmax": 3,
+        "StitchedKernel": 2,
+    }
+    assert got.total == sum(got.by_type.values()) == 15
+    assert any("k_cpu: no CUDA source" in n for n in got.notes)
+    assert any("BatchMatMulV2 x1" in n for n in got.notes)
+
+
+def test_measured_on_a_real_run() -> None:
+    w = tf.random.normal([64, 32])
+
+    def fn(x: tf.Tensor) -> tf.Tensor:
+        m = tf.reduce_mean(x, -1, keepdims=True)
+        h = tf.nn.relu((x - m) * 2.0)
+        zeros = tf.zeros(tf.stack([tf.shape(x)[0], 32]))  # int32 shape arithmetic and a Fill
+        return tf.nn.softmax(tf.matmul(h, w) + zeros)
+
+    report = tf_stitch.count_launches(fn, tf.random.normal([16, 64]))
+    gpu = report.tf_stitch_gpu_detail
+    assert gpu is not None and report.tf_stitch_gpu == gpu.total == sum(gpu.by_type.values())
+    assert gpu.by_type.get("StitchedKernel", 0) >= 1
+    # Every op the CPU run executed is counted on the GPU side or named as a host op.
+    cpu_ops = report.tf_stitch_detail.by_type
+    assert sum(cpu_ops.values()) == report.tf_stitch
+    assert set(gpu_op_type(t) for t in cpu_ops) == set(gpu.by_type) | set(gpu.on_host)
+    assert "tf_stitch on a GPU" in str(report)

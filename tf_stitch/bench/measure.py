@@ -1,0 +1,137 @@
+"""Everything `tf-stitch bench` measures for one function: kernels per step six ways, CPU latency
+of TF, XLA:CPU and tf_stitch interleaved, the optimizer's own time, and the numerical check."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from tf_stitch.profiler import xla_gpu
+from tf_stitch.profiler.timing import Latency, interleaved
+
+# Kernels per step, in table order: TF's executor trace, XLA:CPU's and XLA:GPU's optimized
+# modules (GPU: both GEMM backends, since nothing is autotuned without a GPU), and tf_stitch's
+# optimized graph as a GPU would run it and as this CPU ran it.
+KERNEL_COLUMNS: dict[str, str] = {
+    "tf": "TensorFlow",
+    "xla_cpu": "XLA:CPU",
+    "xla_gpu_triton": "XLA:GPU (Triton GEMM)",
+    "xla_gpu_cublas": "XLA:GPU (cuBLAS)",
+    "tf_stitch_gpu": "tf_stitch (GPU)",
+    "tf_stitch_cpu": "tf_stitch (CPU)",
+}
+LATENCY_COLUMNS = ("TensorFlow", "XLA:CPU", "tf_stitch")
+TOLERANCE = 1e-4  # rtol = atol for the numerical check against the unoptimized function
+
+Step = Callable[[str], None]
+
+
+@dataclass
+class Measurement:
+    """One function's results; kernel counts are None where they could not be made (`notes`)."""
+
+    kernels: dict[str, int | None]
+    latency: dict[str, Latency]
+    optimize_s: float
+    max_abs_error: float
+    outputs_match: bool
+    stitched_kernels: int
+    gpu_by_type: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def xla_gpu_best(self) -> int | None:
+        """XLA:GPU's fewer kernels of its two GEMM backends (the harder baseline)."""
+        counts = [self.kernels[k] for k in ("xla_gpu_triton", "xla_gpu_cublas")]
+        known = [c for c in counts if c is not None]
+        return min(known) if known else None
+
+
+def _max_error(expected: Sequence[Any], got: Sequence[Any]) -> tuple[float, bool]:
+    error, match = 0.0, True
+    for e, g in zip(expected, got, strict=True):
+        e, g = np.asarray(e), np.asarray(g)
+        error = max(error, float(np.max(np.abs(e - g), initial=0.0)))
+        match = match and bool(np.allclose(e, g, rtol=TOLERANCE, atol=TOLERANCE, equal_nan=True))
+    return error, match
+
+
+def _xla_gpu_counts(
+    fn: Callable[..., Any], inputs: Sequence[Any], target: str, step: Step
+) -> tuple[dict[str, int | None], list[str]]:
+    counts: dict[str, int | None] = {"xla_gpu_triton": None, "xla_gpu_cublas": None}
+    reason = xla_gpu.unavailable()
+    if reason is not None:
+        return counts, [f"XLA:GPU not counted: {reason}"]
+    notes: list[str] = []
+    for key, triton in (("xla_gpu_triton", True), ("xla_gpu_cublas", False)):
+        step(f"XLA:GPU {target} ({'Triton' if triton else 'cuBLAS'} GEMM)")
+        try:
+            hlo = xla_gpu.count_xla_gpu_launches(fn, list(inputs), target, triton)
+        except RuntimeError as e:
+            notes.append(f"{KERNEL_COLUMNS[key]}: {str(e).splitlines()[0]}")
+            continue
+        counts[key] = hlo.total
+        notes.extend(f"{KERNEL_COLUMNS[key]}: {n}" for n in hlo.notes)
+    return counts, notes
+
+
+def measure_function(
+    fn: Callable[..., Any],
+    signature: Sequence[tf.TensorSpec],
+    inputs: Sequence[tf.Tensor],
+    rounds: int,
+    *,
+    gpu_target: str | None = "h100",
+    step: Step = lambda _: None,
+) -> Measurement:
+    """Optimizes `fn`, checks it against the original on `inputs`, counts kernels per step and
+    times TF, XLA:CPU and tf_stitch in turn in each of `rounds` rounds. `step(label)` is called
+    before each stage (for a progress bar). `gpu_target=None` skips the XLA:GPU counts."""
+    import tf_stitch
+
+    original = tf.function(fn, input_signature=list(signature))
+    step("optimize")
+    started = time.perf_counter()
+    optimized = tf_stitch.optimize(original.get_concrete_function())
+    optimize_s = time.perf_counter() - started
+    step("check")
+    expected = [t.numpy() for t in tf.nest.flatten(original(*inputs))]
+    got = [t.numpy() for t in tf.nest.flatten(optimized(*inputs))]
+    error, match = _max_error(expected, got)
+    step("count TF, XLA:CPU, tf_stitch")
+    report = tf_stitch.count_launches(optimized, *inputs)
+    kernels: dict[str, int | None] = {
+        "tf": report.tf,
+        "xla_cpu": report.xla_cpu,
+        "tf_stitch_gpu": report.tf_stitch_gpu,
+        "tf_stitch_cpu": report.tf_stitch,
+    }
+    notes = list(report.notes)
+    gpu_counts: dict[str, int | None] = {"xla_gpu_triton": None, "xla_gpu_cublas": None}
+    if gpu_target is not None:
+        gpu_counts, gpu_notes = _xla_gpu_counts(fn, inputs, gpu_target, step)
+        notes += gpu_notes
+    step("timing")
+    xla = tf.function(fn, jit_compile=True)
+    calls = {
+        "TensorFlow": lambda: original(*inputs),
+        "XLA:CPU": lambda: xla(*inputs),
+        "tf_stitch": lambda: optimized(*inputs),
+    }
+    latency = interleaved(calls, rounds=rounds, warmup=3)
+    gpu_detail = report.tf_stitch_gpu_detail
+    return Measurement(
+        kernels={key: {**kernels, **gpu_counts}[key] for key in KERNEL_COLUMNS},
+        latency=latency,
+        optimize_s=optimize_s,
+        max_abs_error=error,
+        outputs_match=match,
+        stitched_kernels=len(optimized.kernels),
+        gpu_by_type=dict(gpu_detail.by_type) if gpu_detail else {},
+        notes=notes,
+    )

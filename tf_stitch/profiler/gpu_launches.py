@@ -1,0 +1,170 @@
+"""The kernels an optimized graph would launch on a GPU, from the ops its CPU run executed.
+
+No GPU is needed: the ops come from a real profiler trace of the optimized function on this
+host (`op_launches.OpLaunches.runs`, one entry per node that ran), and each is mapped to what
+TensorFlow runs for it on a GPU:
+
+- a `StitchedKernel` with CUDA source is one kernel (`codegen/cuda.py`); one without CUDA
+  source runs its CPU kernel on the host (counted as one launch, and named in the notes);
+- an op whose inputs are all int32 (outputs int32 or bool) runs on the host: TensorFlow
+  registers the GPU kernels of int32 ops with every argument in host memory (shape and index
+  arithmetic), so it launches no GPU kernel;
+- CPU-only variants (oneDNN's `_Mkl*`) are counted as the op they replace;
+- ops known to launch several kernels on a GPU are counted by `GPU_KERNELS` or, for Einsum,
+  by `einsum_kernels`; every other op is one kernel.
+
+Where TensorFlow's choice depends on the GPU, the larger count is taken (a count that is too
+high can only understate tf_stitch's advantage).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection
+from dataclasses import dataclass, field
+
+from tf_stitch.graph.callable import IMPORT_SCOPE
+from tf_stitch.graph.ir import Graph, Node
+from tf_stitch.profiler.op_launches import OpLaunches
+
+STITCHED_OP = "StitchedKernel"
+
+# TF ops known to launch more than one GPU kernel per run, and why.
+GPU_KERNELS: dict[str, tuple[int, str]] = {
+    "Softmax": (3, "row max, row sum of exponentials, normalization (softmax_op_gpu)"),
+    "LogSoftmax": (3, "row max, row sum of exponentials, normalization (softmax_op_gpu)"),
+    # NHWC float convolutions and poolings: cuDNN or the layout optimizer may compute in NCHW,
+    # with a transpose in and one out; on a GPU that computes NHWC directly this is 1.
+    "Conv2D": (3, "NHWC: transpose to NCHW, convolution, transpose back"),
+    "DepthwiseConv2dNative": (3, "NHWC: transpose to NCHW, convolution, transpose back"),
+    "MaxPool": (3, "NHWC: transpose to NCHW, pooling, transpose back"),
+    "AvgPool": (3, "NHWC: transpose to NCHW, pooling, transpose back"),
+    "Einsum": (4, "without its equation: transposes of both operands and the result, a GEMM"),
+    "_FusedMatMul": (2, "GEMM and an epilogue kernel where cuBLASLt has no fused epilogue"),
+    "_FusedConv2D": (4, "NHWC transposes, convolution and a bias/activation kernel"),
+}
+_LAYOUT_OPS = ("Conv2D", "DepthwiseConv2dNative", "MaxPool", "AvgPool", "_FusedConv2D")
+_HOST_DTYPES = frozenset({"int32"})
+
+
+@dataclass(frozen=True)
+class GpuLaunches:
+    """GPU kernels per step: `total`, by GPU op type, and the ops that would run on the host."""
+
+    total: int
+    by_type: dict[str, int] = field(default_factory=dict)
+    on_host: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def gpu_op_type(op: str) -> str:
+    """The op a GPU runs in place of a CPU-only variant (`_MklNativeConv2D` -> `Conv2D`)."""
+    for prefix, replacement in (("_MklNative", ""), ("_MklFused", "_Fused"), ("_Mkl", "")):
+        if op.startswith(prefix):
+            return replacement + op[len(prefix) :]
+    return op
+
+
+def einsum_kernels(equation: str) -> int:
+    """Kernels TensorFlow's Einsum op launches on a GPU for a two-operand `equation`.
+
+    Modelled on its implementation: each operand is transposed (one kernel, skipped when the
+    permutation is the identity) so its labels are grouped batch, free, contracted (or batch,
+    contracted, free), each group in order of first appearance; a label summed out of only one
+    operand costs a reduction kernel; one batch matmul; a transpose of the result unless the
+    output is batch, free of the left, free of the right. One operand: one kernel. Ellipses:
+    every transpose is assumed.
+    """
+    spec = equation.replace(" ", "")
+    lhs, arrow, out = spec.partition("->")
+    operands = lhs.split(",")
+    if not arrow or len(operands) > 2 or not all(operands):
+        raise ValueError(f"unsupported einsum equation {equation!r}")
+    if len(operands) == 1:
+        return 1
+    if "." in spec:
+        return 4
+    a, b = operands
+    order = {label: i for i, label in enumerate(dict.fromkeys(a + b + out))}
+
+    def ordered(labels: Collection[str]) -> str:
+        return "".join(sorted(labels, key=order.__getitem__))
+
+    batch = ordered(set(a) & set(b) & set(out))
+    contract = ordered((set(a) & set(b)) - set(out))
+    kernels = 1
+    for operand, other in ((a, b), (b, a)):
+        free = ordered(set(operand) & (set(out) - set(other)))
+        reduced = set(operand) - set(other) - set(out)
+        kernels += 1 if reduced else 0
+        kept = "".join(label for label in operand if label not in reduced)
+        if kept not in (batch + free + contract, batch + contract + free):
+            kernels += 1
+    free_a, free_b = (ordered(set(x) & (set(out) - set(y))) for x, y in ((a, b), (b, a)))
+    if out != batch + free_a + free_b:
+        kernels += 1
+    return kernels
+
+
+def _node(graph: Graph, name: str) -> Node | None:
+    name = name.removeprefix(IMPORT_SCOPE + "/")
+    return graph.nodes.get(name)
+
+
+def runs_on_host(graph: Graph, node: Node) -> bool:
+    """Whether TensorFlow runs `node` on the host on a GPU machine: every data input int32 and
+    every output int32 or bool (TF keeps such kernels' arguments in host memory)."""
+    try:
+        ins = [graph.info(ref).dtype for ref in node.inputs]
+    except KeyError:
+        return False
+    outs = [o.dtype for o in node.outputs]
+    return bool(ins) and set(ins) <= _HOST_DTYPES and set(outs) <= _HOST_DTYPES | {"bool"}
+
+
+def _data_format(node: Node | None) -> str:
+    fmt = node.attrs.get("data_format", b"NHWC") if node is not None else b"NHWC"
+    return fmt.decode() if isinstance(fmt, bytes) else str(fmt)
+
+
+def count_gpu_launches(ops: OpLaunches, graph: Graph, cuda_kernels: Collection[str]) -> GpuLaunches:
+    """GPU kernels per step of the optimized `graph`, whose CPU run executed `ops`.
+
+    `cuda_kernels` names the StitchedKernel nodes that have CUDA source. Ops are looked up in
+    `graph` by node name (for dtypes and attributes); ops Grappler created at run time are not
+    in it and are counted by type (the notes say how many).
+    """
+    by_type: Counter[str] = Counter()
+    on_host: Counter[str] = Counter()
+    notes: list[str] = []
+    unknown: Counter[str] = Counter()
+    for run, times in ops.runs.items():
+        op = gpu_op_type(run.op)
+        node = _node(graph, run.node)
+        if node is None and op != STITCHED_OP:
+            unknown[op] += times
+        if op == STITCHED_OP:
+            name = run.node.removeprefix(IMPORT_SCOPE + "/")
+            if name not in cuda_kernels:
+                notes.append(f"{name}: no CUDA source, its CPU kernel runs on the host")
+            kernels = 1
+        elif node is not None and runs_on_host(graph, node):
+            on_host[op] += times
+            continue
+        elif op == "Einsum" and node is not None:
+            equation = node.attrs.get("equation", b"")
+            kernels = einsum_kernels(equation.decode() if isinstance(equation, bytes) else "")
+        elif op in _LAYOUT_OPS and _data_format(node).startswith("NC"):
+            kernels = 1 + (1 if op.startswith("_Fused") else 0)
+        else:
+            kernels = GPU_KERNELS.get(op, (1, ""))[0]
+        by_type[op] += kernels * times
+    if unknown:
+        listed = ", ".join(f"{op} x{n}" for op, n in sorted(unknown.items()))
+        notes.append(f"ops not in the optimized graph (Grappler made them), by type: {listed}")
+    return GpuLaunches(
+        total=by_type.total(),
+        by_type=dict(sorted(by_type.items())),
+        on_host=dict(sorted(on_host.items())),
+        notes=notes,
+    )
