@@ -20,6 +20,7 @@ setup(
         "tensorboard-plugin-profile",
         "protobuf",
         "numpy",
+        "pandas",
     ],
     # scipy: for JAX, installed --no-deps by the README's test command (XLA:GPU counts)
     extras_require={"dev": ["pytest", "ruff", "mypy", "hypothesis", "scipy"]},

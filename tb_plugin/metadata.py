@@ -1,5 +1,6 @@
 """Names shared by the plugin and the writers of its data."""
 
 PLUGIN_NAME = "tf_stitch"
-# Runs with tf_stitch data keep them under <logdir>/<run>/plugins/tf_stitch/.
+# Benchmark runs keep their data under <logdir>/<run>/plugins/tf_stitch/; profiles under
+# <logdir>/plugins/tf_stitch/<run>/ (next to XProf's <logdir>/plugins/profile/<run>/).
 PLUGIN_DIR = "plugins/tf_stitch"

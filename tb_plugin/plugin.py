@@ -26,9 +26,12 @@ class TfStitchPlugin(base_plugin.TBPlugin):
         return {"/index.js": self._serve_index}
 
     def is_active(self) -> bool:
-        """Cheap: looks for a `plugins/tf_stitch` folder one level below the logdir."""
+        """Cheap: looks for a `plugins/tf_stitch` folder in the logdir (profiles) or one level
+        below it (benchmark runs)."""
         if not self._logdir or not os.path.isdir(self._logdir):
             return False
+        if os.path.isdir(os.path.join(self._logdir, metadata.PLUGIN_DIR)):
+            return True
         with os.scandir(self._logdir) as runs:
             for run in runs:
                 if run.is_dir() and os.path.isdir(os.path.join(run.path, metadata.PLUGIN_DIR)):

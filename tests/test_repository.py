@@ -65,9 +65,12 @@ def test_the_package_exports_only_the_public_api() -> None:
     assert set(tf_stitch.__all__) == {
         "LaunchReport",
         "OptimizedFunction",
+        "Profile",
+        "ProfileError",
         "count_launches",
         "explain",
         "function",
         "generated_code",
         "optimize",
+        "profile",
     }

@@ -63,6 +63,35 @@ def _bench(args: argparse.Namespace) -> int:
     return 1 if mismatched else 0
 
 
+def _profile(args: argparse.Namespace) -> int:
+    import tf_stitch
+    from tf_stitch.profiler.models import load_for_profiling
+
+    model, inputs, name = load_for_profiling(args.model, args.batch)
+    levels = tuple(_outputs(args.levels) or tf_stitch.profiler.spans.LEVELS)
+    try:
+        result = tf_stitch.profile(
+            model,
+            inputs,
+            levels=levels,
+            steps=args.steps,
+            warmup=args.warmup,
+            logdir=args.logdir,
+            run_name=args.run_name,
+            model_name=name,
+        )
+    except tf_stitch.ProfileError as e:
+        print(f"tf-stitch: {e}", file=sys.stderr)
+        return 1
+    print(result.summary())
+    if args.logdir:
+        print(
+            f"wrote the profile to {args.logdir} (run {result.meta['run']}); "
+            f"view it with: tensorboard --logdir {args.logdir}"
+        )
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tf-stitch", description="Deep kernel fusion for TensorFlow.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -92,6 +121,18 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--no-xla-gpu", action="store_true", help="skip the XLA:GPU counts")
     b.add_argument("--small", action="store_true", help="the workloads' small variants")
     b.set_defaults(run=_bench)
+    pr = sub.add_parser(
+        "profile",
+        help="leveled profile (model, layer, op, library) of a Keras file, SavedModel or workload",
+    )
+    pr.add_argument("model", help="a .keras/.h5 file, a SavedModel directory or a workload name")
+    pr.add_argument("--batch", type=int, default=None, help="batch size (default: the model's)")
+    pr.add_argument("--steps", type=int, default=20)
+    pr.add_argument("--warmup", type=int, default=5)
+    pr.add_argument("--levels", help="comma-separated levels (default: all)")
+    pr.add_argument("--logdir", help="write the profile here (TensorBoard logdir)")
+    pr.add_argument("--run-name", help="the run's name (default: the time)")
+    pr.set_defaults(run=_profile)
     return p
 
 

@@ -25,6 +25,9 @@ def test_inactive_without_data_and_active_with_it(tmp_path: Path) -> None:
     assert not _plugin(tmp_path / "missing").is_active()
     (tmp_path / "run1" / "plugins" / "tf_stitch").mkdir(parents=True)
     assert _plugin(tmp_path).is_active()
+    profiles = tmp_path / "profiles"
+    (profiles / "plugins" / "tf_stitch" / "run").mkdir(parents=True)
+    assert _plugin(profiles).is_active()
 
 
 def test_serves_the_es_module(tmp_path: Path) -> None:

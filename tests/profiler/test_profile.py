@@ -1,0 +1,138 @@
+"""`tf_stitch.profile` on a small Keras CNN and a Keras transformer block, for real: the levels
+this CPU has, one tree per step with every child inside its parent, layers covering the step,
+the corrected layer sum against the untraced model latency, overheads, the store, bad input."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import tensorflow as tf
+
+import tf_stitch
+from tf_stitch.profiler.profile import META_FILE, SPANS_FILE, STORE_DIR
+
+STEPS = 12
+
+
+def _cnn() -> tuple[object, tf.Tensor]:
+    import keras
+
+    keras.utils.set_random_seed(0)
+    inp = keras.Input((48, 48, 3))
+    x = keras.layers.Conv2D(32, 3, activation="relu", name="conv1")(inp)
+    x = keras.layers.BatchNormalization(name="bn1")(x)
+    x = keras.layers.MaxPooling2D(name="pool1")(x)
+    x = keras.layers.Conv2D(64, 3, activation="relu", name="conv2")(x)
+    x = keras.layers.GlobalAveragePooling2D(name="gap")(x)
+    y = keras.layers.Dense(10, activation="softmax", name="head")(x)
+    return keras.Model(inp, y, name="small_cnn"), tf.random.normal([32, 48, 48, 3])
+
+
+def _transformer_block() -> tuple[object, tf.Tensor]:
+    import keras
+
+    keras.utils.set_random_seed(1)
+    inp = keras.Input((64, 128))
+    a = keras.layers.MultiHeadAttention(4, 32, name="attention")(inp, inp)
+    x = keras.layers.LayerNormalization(name="ln1")(inp + a)
+    f = keras.layers.Dense(512, activation="gelu", name="ffn_in")(x)
+    f = keras.layers.Dense(128, name="ffn_out")(f)
+    y = keras.layers.LayerNormalization(name="ln2")(x + f)
+    return keras.Model(inp, y, name="block"), tf.random.normal([16, 64, 128])
+
+
+@functools.cache
+def _profiled(which: str, logdir: str) -> tf_stitch.Profile:
+    model, x = _cnn() if which == "cnn" else _transformer_block()
+    return tf_stitch.profile(
+        model, x, steps=STEPS, warmup=3, logdir=logdir, run_name=which, progress=None
+    )
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tmp_path_factory.mktemp("profiles"))
+
+
+@pytest.mark.parametrize("which", ["cnn", "block"])
+def test_levels_tree_coverage_and_overheads(which: str, logdir: str) -> None:
+    p = _profiled(which, logdir)
+    spans = p.spans
+    assert p.meta["levels"] == ["model", "layer", "op", "library"]
+    assert "kernel" in p.meta["missing_levels"]
+    for level in ("model", "layer", "op"):
+        assert len(p.level(level)) > 0, level
+    assert spans.step.nunique() == STEPS
+    # One tree per step: a single root, every child inside its parent.
+    for _, step in spans.groupby("step"):
+        by_id = step.set_index("id")
+        assert (step.parent == -1).sum() == 1
+        children = step[step.parent >= 0]
+        parents = by_id.loc[children.parent]
+        assert (parents.start_ns.values <= children.start_ns.values + 1e-6).all()
+        assert (children.end_ns.values <= parents.end_ns.values + 1e-6).all()
+    # Layer spans cover the step; the corrected layer sum is close to the untraced latency.
+    assert p.meta["layer_coverage"] >= 0.95
+    assert abs(p.meta["layer_sum_vs_model"] - 1.0) < 0.25, p.meta["layer_sum_vs_model"]
+    assert 0.0 < p.meta["event_cost_ns"] < 50_000
+    for level in ("layer", "op", "library"):
+        info = p.meta["overheads"][level]
+        assert info["run"] == "B" and info["latency_ns"] > 0 and info["overhead"] > -0.5
+    assert (p.level("model").run == "A").all() and (p.level("op").run == "B").all()
+    traced = spans[spans.level != "model"]
+    assert (traced.corrected_ns <= traced.raw_ns + 1e-6).all()
+
+
+def test_layers_carry_keras_names_and_library_work_is_seen(logdir: str) -> None:
+    p = _profiled("cnn", logdir)
+    names = set(p.level("layer").name)
+    assert {"conv1", "bn1", "pool1", "conv2", "gap", "head"} <= names
+    lib = p.level("library")
+    assert len(lib) > 0 and set(lib.type) <= {"oneDNN", "Eigen"}
+    table = p.table("layer")
+    assert list(table.columns) == [
+        "name",
+        "type",
+        "calls_per_step",
+        "raw_ns",
+        "corrected_ns",
+        "share",
+    ]
+    assert table.corrected_ns.is_monotonic_decreasing
+    assert "ms per step" in str(p) and "conv2" in str(p)
+
+
+def test_saved_and_loaded(logdir: str) -> None:
+    p = _profiled("block", logdir)
+    stored = Path(logdir) / STORE_DIR / "block"
+    assert (stored / SPANS_FILE).is_file() and (stored / META_FILE).is_file()
+    assert list((Path(logdir) / "plugins" / "profile" / "block").glob("*.xplane.pb"))
+    q = tf_stitch.Profile.load(logdir, "block")
+    assert q.meta == json.loads(json.dumps(p.meta))
+    pd.testing.assert_frame_equal(q.spans, p.spans, check_dtype=False)
+    with pytest.raises(FileNotFoundError, match="no tf_stitch profile 'nope'"):
+        tf_stitch.Profile.load(logdir, "nope")
+
+
+def test_bad_input(tmp_path: Path) -> None:
+    x = tf.ones([4])
+    for bad in ("../up", "a/b", "..", ""):
+        with pytest.raises(ValueError, match="invalid run name"):
+            tf_stitch.profile(tf.nn.relu, x, run_name=bad, progress=None)
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(ValueError, match="not writable"):
+        tf_stitch.profile(tf.nn.relu, x, logdir=blocker / "sub", progress=None)
+    with pytest.raises(ValueError, match="unknown level"):
+        tf_stitch.profile(tf.nn.relu, x, levels=("model", "warp"), progress=None)
+
+    def fails(t: tf.Tensor) -> tf.Tensor:
+        return tf.debugging.check_numerics(t / 0.0, "boom")
+
+    with pytest.raises(tf_stitch.ProfileError, match=r"run A \(model level\).*boom"):
+        tf_stitch.profile(fails, x, progress=None)
+    assert not list(tmp_path.glob("**/*.jsonl.gz"))

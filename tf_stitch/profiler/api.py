@@ -1,0 +1,255 @@
+"""`tf_stitch.profile`: leveled, iterative measurement of a model into one correlated profile.
+
+Run A times the model untraced (model level); run B traces it with the host tracer (layer, op
+and library levels on CPU). Spans of run B are corrected for the measured cost of the trace
+events recorded inside them (`leveled.calibrate_event_cost`), and both raw and corrected times
+are kept. Per level, the overhead is run B's step latency against run A's.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import os
+import platform
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+import pandas as pd
+import tensorflow as tf
+
+from tf_stitch.graph.frontends import is_keras_model
+from tf_stitch.profiler import leveled
+from tf_stitch.profiler.profile import COLUMNS, Profile, check_run_name
+from tf_stitch.profiler.spans import LEVELS, Span, keras_layer_names
+from tf_stitch.progress import Progress
+
+TRACED_LEVELS = ("layer", "op", "library")  # what run B measures on this platform
+
+
+class ProfileError(RuntimeError):
+    """The model failed while it was being profiled; says in which run and level."""
+
+
+def _as_inputs(inputs: Any) -> list[Any]:
+    if isinstance(inputs, tf.Tensor | np.ndarray) or not isinstance(inputs, Sequence):
+        inputs = [inputs]
+    return [tf.convert_to_tensor(x) if isinstance(x, np.ndarray) else x for x in inputs]
+
+
+def _callable(model_or_fn: Any, inputs: list[Any]) -> Callable[[], Any]:
+    """One step: the model's graph function for `inputs`, called as a ConcreteFunction (no
+    per-call Python dispatch of a polymorphic `tf.function`)."""
+    if is_keras_model(model_or_fn):
+        model = model_or_fn
+
+        def call_model(*xs: Any) -> Any:
+            return model(xs[0] if len(xs) == 1 else list(xs), training=False)
+
+        fn: Any = tf.function(call_model)
+    elif hasattr(model_or_fn, "get_concrete_function"):
+        fn = model_or_fn
+    elif callable(model_or_fn):
+        fn = tf.function(model_or_fn)
+    else:
+        raise TypeError(
+            f"cannot profile a {type(model_or_fn).__name__}: pass a Keras model or a "
+            "function of tensors"
+        )
+    try:
+        concrete = fn.get_concrete_function(*inputs)
+    except AttributeError:  # already a ConcreteFunction
+        concrete = fn
+    return lambda: concrete(*inputs)
+
+
+def _brief(error: Exception) -> str:
+    """The error's message without the Python traceback TensorFlow embeds in graph errors."""
+    text = getattr(error, "message", None) or str(error)
+    kept = [
+        line.strip()
+        for line in text.splitlines()
+        if line.strip() and not line.startswith("  File ") and not line.startswith("Detected at")
+    ]
+    return " ".join(kept) or type(error).__name__
+
+
+def _writable(logdir: Path) -> None:
+    try:
+        logdir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=logdir, prefix=".tf_stitch_write_test"):
+            pass
+    except OSError as e:
+        raise ValueError(f"the logdir {logdir} is not writable: {e.strerror or e}") from None
+
+
+def _rows(steps: list[list[Span]], model_ns: list[float], cost: float) -> pd.DataFrame:
+    rows = []
+    for step, spans in enumerate(steps):
+        for i, s in enumerate(spans):
+            share = s.attributed_ns / s.duration_ns if s.duration_ns > 0 else 0.0
+            corrected = max(0.0, s.attributed_ns - s.tracing_events * cost * share)
+            root = s.level == "model"
+            rows.append(
+                {
+                    "step": step,
+                    "id": i,
+                    "parent": s.parent,
+                    "level": s.level,
+                    "name": s.name,
+                    "type": s.type,
+                    "start_ns": s.start_ns,
+                    "end_ns": s.end_ns,
+                    "raw_ns": s.duration_ns,
+                    "attributed_ns": s.attributed_ns,
+                    "corrected_ns": model_ns[step % len(model_ns)] if root else corrected,
+                    "tracing_events": s.tracing_events,
+                    "thread": s.thread,
+                    "run": "A" if root else "B",
+                }
+            )
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def profile(
+    model_or_fn: Any,
+    inputs: Any,
+    *,
+    levels: Sequence[str] = LEVELS,
+    steps: int = 20,
+    warmup: int = 5,
+    logdir: str | os.PathLike[str] | None = None,
+    run_name: str | None = None,
+    model_name: str | None = None,
+    progress: TextIO | None = sys.stderr,
+) -> Profile:
+    """Profiles `model_or_fn(*inputs)` level by level; returns the merged `Profile`.
+
+    `levels` chooses the levels measured ("model" is always measured); the ones this platform
+    cannot trace are listed in `meta["missing_levels"]` with the reason. With `logdir` the
+    profile is saved under `<logdir>/plugins/tf_stitch/<run_name>/` and the TF profiler's
+    xplane under `<logdir>/plugins/profile/<run_name>/` (XProf opens it). A model that fails
+    raises `ProfileError` naming the run and level it failed in.
+    """
+    unknown = [lv for lv in levels if lv not in LEVELS]
+    if unknown:
+        raise ValueError(f"unknown level(s) {unknown}; levels are {LEVELS}")
+    if steps < 2 or warmup < 0:
+        raise ValueError("need steps >= 2 and warmup >= 0")
+    default_run = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    run = check_run_name(default_run if run_name is None else run_name)
+    if logdir is not None:
+        _writable(Path(logdir))
+    args = _as_inputs(inputs)
+    call = _callable(model_or_fn, args)
+    names = keras_layer_names(model_or_fn) if is_keras_model(model_or_fn) else None
+    traced = [lv for lv in TRACED_LEVELS if lv in levels]
+    bar = Progress(3 if traced else 1, progress or io.StringIO(), "profile")
+
+    bar.update(0, "run A: model level")
+    # Run A's steps: half before run B and half after, so that drift hits both runs alike.
+    first_half = (steps + 1) // 2 if traced else steps
+    try:
+        model_ns = leveled.run_model_level(call, first_half, warmup)
+    except Exception as e:
+        raise ProfileError(f"the model failed in run A (model level): {_brief(e)}") from e
+    meta: dict[str, Any] = {
+        "model": model_name or getattr(model_or_fn, "name", None) or "function",
+        "batch": int(args[0].shape[0]) if args and args[0].shape.rank else None,
+        "device": f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} CPUs)",
+        "tensorflow": tf.__version__,
+        "levels": ["model", *traced],
+        "steps": steps,
+        "warmup": warmup,
+        "trim": leveled.TRIM,
+        "model_latency_ns": leveled.trimmed_mean(model_ns),
+        "overheads": {},
+        "missing_levels": {
+            lv: "no GPU here, and the CPU trace records no kernel events"
+            for lv in levels
+            if lv == "kernel"
+        },
+        "run": run,
+    }
+    steps_spans: list[list[Span]] = []
+    cost = 0.0
+    if traced:
+        bar.update(1, "calibrating the cost of a trace event")
+        cost = leveled.calibrate_event_cost()
+        bar.update(2, "run B: layer, op and library levels")
+        with tempfile.TemporaryDirectory(prefix="tf_stitch_profile_") as tmp:
+            try:
+                b = leveled.run_traced(call, steps, warmup=1, logdir=tmp, layer_names=names)
+            except Exception as e:
+                raise ProfileError(f"the model failed in run B (op level): {_brief(e)}") from e
+            if logdir is not None:
+                _keep_trace(Path(tmp), Path(logdir), run)
+        steps_spans = b.steps
+        model_ns += leveled.run_model_level(call, steps - first_half, warmup=0)
+        meta["model_latency_ns"] = leveled.trimmed_mean(model_ns)
+        traced_ns = leveled.trimmed_mean(b.step_ns)
+        for lv in traced:
+            meta["overheads"][lv] = {
+                "run": "B",
+                "latency_ns": traced_ns,
+                "overhead": traced_ns / meta["model_latency_ns"] - 1.0,
+            }
+    meta["event_cost_ns"] = cost
+    if not steps_spans:  # model level only: one root span per step
+        steps_spans = [[Span("model", str(meta["model"]), "step", 0.0, t)] for t in model_ns]
+    spans = _rows(steps_spans, model_ns, cost)
+    result = Profile(spans, meta)
+    layer = spans[spans.level == "layer"]
+    per_step = layer.groupby("step")
+    lat = meta["model_latency_ns"]
+    meta["layer_sum_vs_model"] = _mean(per_step.corrected_ns.sum().tolist()) / lat
+    meta["layer_sum_vs_model_raw"] = _mean(per_step.attributed_ns.sum().tolist()) / lat
+    meta["layer_coverage"] = _mean([_covered(s) for s in steps_spans])
+    model_layers = layer[layer.type != "framework"].groupby("step")
+    meta["model_layers_vs_model"] = _mean(model_layers.corrected_ns.sum().tolist()) / lat
+    if logdir is not None:
+        result.save(logdir, run)
+    bar.update(bar.total, "done")
+    return result
+
+
+def _mean(values: list[float]) -> float:
+    return leveled.trimmed_mean(values) if values else 0.0
+
+
+def _covered(spans: list[Span]) -> float:
+    """The share of a traced step its layer spans cover (their union over the step's length)."""
+    root = spans[0].duration_ns
+    covered, reach = 0.0, 0.0
+    for s in sorted((s for s in spans if s.level == "layer"), key=lambda s: s.start_ns):
+        start = max(s.start_ns, reach)
+        if s.end_ns > start:
+            covered += s.end_ns - start
+        reach = max(reach, s.end_ns)
+    return covered / root if root > 0 else 0.0
+
+
+def _keep_trace(traced: Path, logdir: Path, run: str) -> None:
+    """Moves the TF profiler's run (named by time) to `<logdir>/plugins/profile/<run>/`, where
+    XProf finds it; staged next to its place, then renamed."""
+    runs = [p for p in (traced / "plugins" / "profile").glob("*") if p.is_dir()]
+    if not runs:
+        return
+    root = logdir / "plugins" / "profile"
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{run}.", dir=root))
+    try:
+        for f in runs[0].iterdir():
+            shutil.copy2(f, staging / f.name)
+        final = root / run
+        if final.exists():
+            shutil.rmtree(final)
+        staging.rename(final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise

@@ -1,0 +1,130 @@
+"""The runs of leveled measurement (XSP): each level is timed in the run where it is the deepest.
+
+- run A, model level: `steps` calls timed with nothing traced;
+- run B, op and library level: the TF profiler's host tracer (level 2) with a step marker
+  around every call, so the executor's op events and the thread pool's work regions are
+  recorded; its xplane files stay in the logdir given (XProf reads them).
+
+`calibrate_event_cost` measures what one recorded trace event costs, by timing a chain of tiny
+ops with and without tracing, so that op and layer times can be corrected for it.
+"""
+
+from __future__ import annotations
+
+import functools
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import tensorflow as tf
+
+from tf_stitch.profiler.spans import Span, step_spans
+from tf_stitch.profiler.timing import _sync
+from tf_stitch.profiler.xplane import host_events, step_intervals
+
+STEP_MARKER = "tf_stitch_step"
+TRIM = 0.2  # the share of iterations a trimmed mean drops (half from each end)
+CALIBRATION_OPS = 512
+
+
+def trimmed_mean(values: Sequence[float], trim: float = TRIM) -> float:
+    """Mean of `values` without the `trim / 2` lowest and highest shares."""
+    if not values:
+        raise ValueError("no values")
+    ordered = sorted(values)
+    cut = int(len(ordered) * trim / 2)
+    kept = ordered[cut : len(ordered) - cut] or ordered
+    return sum(kept) / len(kept)
+
+
+def run_model_level(call: Callable[[], Any], steps: int, warmup: int) -> list[float]:
+    """Run A: wall time (ns) of each of `steps` synchronized calls, nothing traced."""
+    for _ in range(warmup):
+        _sync(call())
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter_ns()
+        _sync(call())
+        times.append(float(time.perf_counter_ns() - start))
+    return times
+
+
+@dataclass
+class TracedRun:
+    """Run B: per traced step, its wall time under tracing (ns) and its spans."""
+
+    step_ns: list[float]
+    steps: list[list[Span]]
+    events_per_step: list[int]
+
+
+def _trace(call: Callable[[], Any], steps: int, logdir: str, level: int) -> Any:
+    options = tf.profiler.experimental.ProfilerOptions(
+        host_tracer_level=level, python_tracer_level=0, device_tracer_level=1
+    )
+    try:
+        tf.profiler.experimental.start(logdir, options=options)
+    except tf.errors.AlreadyExistsError as e:
+        raise RuntimeError(
+            "a TensorFlow profiler session is already active in this process; stop it first"
+        ) from e
+    try:
+        for i in range(steps):
+            with tf.profiler.experimental.Trace(STEP_MARKER, step_num=i, _r=1):
+                _sync(call())
+    finally:
+        tf.profiler.experimental.stop()
+    return host_events(logdir)
+
+
+def run_traced(
+    call: Callable[[], Any],
+    steps: int,
+    warmup: int,
+    logdir: str,
+    layer_names: Callable[[str], str] | None = None,
+    host_tracer_level: int = 2,
+) -> TracedRun:
+    """Run B: `steps` calls under the host tracer, each in a step marker; the spans of each."""
+    for _ in range(warmup):
+        _sync(call())
+    events = _trace(call, steps, logdir, host_tracer_level)
+    intervals = step_intervals(events, STEP_MARKER)
+    if len(intervals) != steps:
+        raise RuntimeError(f"expected {steps} step markers in the trace, found {len(intervals)}")
+    spans = [step_spans(events, s, layer_names) for s in intervals]
+    counts = [sum(1 for e in events if s.contains(e.start_ps)) for s in intervals]
+    return TracedRun([(s.end_ps - s.start_ps) / 1000.0 for s in intervals], spans, counts)
+
+
+@functools.cache
+def calibrate_event_cost(rounds: int = 100) -> float:
+    """Nanoseconds one recorded host trace event adds to a step, measured on this machine:
+    a chain of `CALIBRATION_OPS` tiny ops timed untraced (half before, half after) and traced,
+    the difference of the trimmed means divided by the events a traced step recorded (the
+    median over three such measurements). Cached per process."""
+    return statistics.median(_event_cost(rounds) for _ in range(3))
+
+
+def _event_cost(rounds: int) -> float:
+    x0 = tf.random.normal([8])
+
+    @tf.function
+    def chain(x: tf.Tensor) -> tf.Tensor:
+        for i in range(CALIBRATION_OPS):
+            x = tf.sin(x) if i % 2 else tf.cos(x)
+        return x
+
+    def call() -> Any:
+        return chain(x0)
+
+    plain = run_model_level(call, rounds, warmup=5)
+    with tempfile.TemporaryDirectory(prefix="tf_stitch_calibrate_") as logdir:
+        traced = run_traced(call, rounds, warmup=0, logdir=logdir)
+    plain += run_model_level(call, rounds, warmup=0)
+    extra = trimmed_mean(traced.step_ns) - trimmed_mean(plain)
+    events = statistics.median(traced.events_per_step)
+    return max(0.0, extra / events) if events else 0.0

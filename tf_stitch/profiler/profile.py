@@ -1,0 +1,170 @@
+"""`Profile`: the merged, leveled profile of one model as tables, and its store in a logdir.
+
+The span table has one row per span of every traced step (one tree per step): `step`, `id`,
+`parent` (-1 for the step's root), `level`, `name`, `type`, `start_ns`, `end_ns`, `raw_ns`
+(duration as traced), `attributed_ns` (the duration with time shared by concurrent spans of the
+level split evenly between them, so a level's times add up to the time it covers),
+`corrected_ns` (attributed, minus its share of the measured cost of the trace events recorded
+in it), `tracing_events`, `thread` and `run` (the run it was measured in). The model row of each
+step holds run A's latency for that step instead (the model level is measured untraced).
+
+Stored under `<logdir>/plugins/tf_stitch/<run>/`: `spans.jsonl.gz` and `meta.json` (model,
+batch, device, versions, levels, per-level overheads, the event cost, coverage).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from tf_stitch.profiler.leveled import trimmed_mean
+from tf_stitch.profiler.spans import LEVELS
+
+STORE_DIR = Path("plugins") / "tf_stitch"
+SPANS_FILE, META_FILE = "spans.jsonl.gz", "meta.json"
+COLUMNS = [
+    "step",
+    "id",
+    "parent",
+    "level",
+    "name",
+    "type",
+    "start_ns",
+    "end_ns",
+    "raw_ns",
+    "attributed_ns",
+    "corrected_ns",
+    "tracing_events",
+    "thread",
+    "run",
+]
+_BAD_RUN = re.compile(r"[/\\\x00]|\.\.|^\.?$")
+
+
+def check_run_name(run: str) -> str:
+    """`run` if it can name a directory inside the logdir; ValueError otherwise."""
+    if _BAD_RUN.search(run):
+        raise ValueError(
+            f"invalid run name {run!r}: it must not be empty, '.', '..' or contain a path separator"
+        )
+    return run
+
+
+class Profile:
+    """A leveled profile: `spans` (DataFrame, see the module doc) and `meta` (dict)."""
+
+    def __init__(self, spans: pd.DataFrame, meta: dict[str, Any]) -> None:
+        self.spans = spans
+        self.meta = meta
+
+    @property
+    def model_latency_ns(self) -> float:
+        """Run A's model latency, trimmed mean over its steps."""
+        return float(self.meta["model_latency_ns"])
+
+    def level(self, level: str) -> pd.DataFrame:
+        """The spans of one level (all steps)."""
+        if level not in LEVELS:
+            raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+        return self.spans[self.spans.level == level]
+
+    def per_step(self, level: str, column: str = "corrected_ns") -> pd.Series:
+        """Sum of `column` over the spans of `level`, per step."""
+        return self.level(level).groupby("step")[column].sum()
+
+    def table(self, level: str) -> pd.DataFrame:
+        """One row per name at `level`: calls per step, trimmed-mean time per step (raw and
+        corrected, ns) and its share of the model latency; slowest first."""
+        spans = self.level(level)
+        steps = max(1, spans.step.nunique())
+        rows = []
+        for (name, kind), group in spans.groupby(["name", "type"]):
+            by_step = group.groupby("step")
+            raw = by_step.raw_ns.sum().reindex(range(steps), fill_value=0.0).tolist()
+            cor = by_step.corrected_ns.sum().reindex(range(steps), fill_value=0.0).tolist()
+            rows.append(
+                {
+                    "name": name,
+                    "type": kind,
+                    "calls_per_step": len(group) / steps,
+                    "raw_ns": trimmed_mean(raw),
+                    "corrected_ns": trimmed_mean(cor),
+                }
+            )
+        out = pd.DataFrame(
+            rows, columns=["name", "type", "calls_per_step", "raw_ns", "corrected_ns"]
+        )
+        out["share"] = out.corrected_ns / self.model_latency_ns
+        return out.sort_values("corrected_ns", ascending=False, ignore_index=True)
+
+    def summary(self, top: int = 10) -> str:
+        """Model latency, per-level overheads and coverage, and the slowest layers."""
+        m = self.meta
+        lines = [
+            f"{m.get('model', 'model')}: {self.model_latency_ns / 1e6:.3f} ms per step "
+            f"(run A, trimmed mean of {m['steps']} steps; {m.get('device', '')})",
+            f"layer times sum to {m['layer_sum_vs_model']:.1%} of it corrected "
+            f"({m['layer_sum_vs_model_raw']:.1%} raw); layer spans cover "
+            f"{m['layer_coverage']:.1%} of the traced step; one trace event costs "
+            f"{m['event_cost_ns']:.0f} ns; the model's own layers (without TensorFlow's call and "
+            f"return) {m['model_layers_vs_model']:.1%}",
+        ]
+        for level, info in m["overheads"].items():
+            lines.append(
+                f"  {level} tracing: step {info['latency_ns'] / 1e6:.3f} ms, "
+                f"overhead {info['overhead']:+.1%} (run {info['run']})"
+            )
+        for level, reason in m.get("missing_levels", {}).items():
+            lines.append(f"  no {level} level: {reason}")
+        layers = self.table("layer").head(top)
+        lines.append(f"{'layer':<32}{'calls':>7}{'ms/step':>10}{'share':>8}")
+        for r in layers.itertuples():
+            lines.append(
+                f"{str(r.name)[:31]:<32}{r.calls_per_step:>7.1f}"
+                f"{r.corrected_ns / 1e6:>10.3f}{r.share:>8.1%}"
+            )
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    # -- store ---------------------------------------------------------------------------------
+    def save(self, logdir: str | os.PathLike[str], run: str) -> Path:
+        """Writes the profile to `<logdir>/plugins/tf_stitch/<run>/` (built aside, then renamed
+        into place: never half-written)."""
+        check_run_name(run)
+        root = Path(logdir) / STORE_DIR
+        root.mkdir(parents=True, exist_ok=True)
+        final = root / run
+        staging = Path(tempfile.mkdtemp(prefix=f".{run}.", dir=root))
+        try:
+            with gzip.open(staging / SPANS_FILE, "wt", encoding="utf-8") as f:
+                for row in self.spans[COLUMNS].to_dict("records"):
+                    f.write(json.dumps(row) + "\n")
+            (staging / META_FILE).write_text(json.dumps(self.meta, indent=2, default=str))
+            if final.exists():
+                shutil.rmtree(final)
+            staging.rename(final)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return final
+
+    @classmethod
+    def load(cls, logdir: str | os.PathLike[str], run: str) -> Profile:
+        """Reads a profile `save` wrote; FileNotFoundError naming what is missing."""
+        path = Path(logdir) / STORE_DIR / check_run_name(run)
+        if not (path / META_FILE).is_file():
+            raise FileNotFoundError(f"no tf_stitch profile {run!r} in {logdir} ({path})")
+        meta = json.loads((path / META_FILE).read_text())
+        with gzip.open(path / SPANS_FILE, "rt", encoding="utf-8") as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+        return cls(pd.DataFrame(rows, columns=COLUMNS), meta)
