@@ -21,6 +21,8 @@ setup(
         "protobuf",
         "numpy",
         "pandas",
+        "opentelemetry-sdk",
+        "opentelemetry-exporter-otlp-proto-http",
     ],
     # scipy: for JAX, installed --no-deps by the README's test command (XLA:GPU counts)
     extras_require={"dev": ["pytest", "ruff", "mypy", "hypothesis", "scipy"]},

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -63,11 +64,24 @@ def _bench(args: argparse.Namespace) -> int:
     return 1 if mismatched else 0
 
 
+def _optimized_for(model: Any, inputs: list[Any]) -> Any:
+    import tensorflow as tf
+
+    import tf_stitch
+
+    specs = [tf.TensorSpec.from_tensor(x) for x in inputs]
+    if hasattr(model, "layers") and hasattr(model, "inputs"):  # a Keras model
+        return tf_stitch.optimize(model, input_signature=specs)
+    return tf_stitch.optimize(tf.function(model).get_concrete_function(*specs))
+
+
 def _profile(args: argparse.Namespace) -> int:
     import tf_stitch
     from tf_stitch.profiler.models import load_for_profiling
 
     model, inputs, name = load_for_profiling(args.model, args.batch)
+    if args.optimize:
+        model, name = _optimized_for(model, inputs), f"{name} (tf_stitch)"
     levels = tuple(_outputs(args.levels) or tf_stitch.profiler.spans.LEVELS)
     try:
         result = tf_stitch.profile(
@@ -79,6 +93,7 @@ def _profile(args: argparse.Namespace) -> int:
             logdir=args.logdir,
             run_name=args.run_name,
             model_name=name,
+            otlp_endpoint=args.otlp_endpoint,
         )
     except tf_stitch.ProfileError as e:
         print(f"tf-stitch: {e}", file=sys.stderr)
@@ -132,6 +147,11 @@ def parser() -> argparse.ArgumentParser:
     pr.add_argument("--levels", help="comma-separated levels (default: all)")
     pr.add_argument("--logdir", help="write the profile here (TensorBoard logdir)")
     pr.add_argument("--run-name", help="the run's name (default: the time)")
+    pr.add_argument("--optimize", action="store_true", help="profile the tf_stitch-optimized model")
+    pr.add_argument(
+        "--otlp-endpoint",
+        help="also send the spans over OTLP/HTTP (default: $OTEL_EXPORTER_OTLP_ENDPOINT)",
+    )
     pr.set_defaults(run=_profile)
     return p
 

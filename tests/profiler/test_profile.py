@@ -136,3 +136,23 @@ def test_bad_input(tmp_path: Path) -> None:
     with pytest.raises(tf_stitch.ProfileError, match=r"run A \(model level\).*boom"):
         tf_stitch.profile(fails, x, progress=None)
     assert not list(tmp_path.glob("**/*.jsonl.gz"))
+
+
+def test_stitched_kernels_are_the_kernel_level(tmp_path: Path) -> None:
+    model, x = _transformer_block()
+    optimized = tf_stitch.optimize(model, input_signature=[tf.TensorSpec(x.shape, x.dtype)])
+    p = tf_stitch.profile(optimized, x, steps=4, warmup=1, progress=None)
+    assert p.meta["levels"] == ["model", "layer", "op", "library", "kernel"]
+    assert "kernel" not in p.meta["missing_levels"]
+    kernels = p.level("kernel")
+    names = {k.name for k in optimized.kernels}
+    assert set(kernels.name) == names  # every kernel ran in every step, once
+    assert len(kernels) == 4 * len(names)
+    by_id = p.spans.set_index(["step", "id"])
+    parents = by_id.loc[list(zip(kernels.step, kernels.parent, strict=True))]
+    assert set(parents.type) == {"StitchedKernel"} and set(parents.level) == {"op"}
+    schedules = {k.name: k.schedule for k in optimized.kernels}
+    assert all(row.type == schedules[row.name] for row in kernels.itertuples())
+    assert (kernels.raw_ns > 0).all()
+    # Layers keep their scopes: the optimizer keeps the ops' names (under its import scope).
+    assert {"attention_1", "ffn_in_1"} <= set(p.level("layer").name)

@@ -45,6 +45,9 @@ def test_profile_a_keras_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     out = capsys.readouterr().out
     assert "tiny: " in out and "ms per step" in out and "hidden" in out
     assert (logdir / STORE_DIR / "tiny" / "meta.json").is_file()
+    assert cli.main(["profile", str(path), "--steps", "3", "--warmup", "1", "--optimize"]) == 0
+    out = capsys.readouterr().out
+    assert "tiny (tf_stitch): " in out and "kernel tracing" in out
 
 
 def test_a_saved_model_and_a_workload_get_random_inputs(tmp_path: Path) -> None:

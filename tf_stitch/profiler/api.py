@@ -15,6 +15,7 @@ import platform
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -22,14 +23,23 @@ from typing import Any, TextIO
 import numpy as np
 import pandas as pd
 import tensorflow as tf
+from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
 from tf_stitch.graph.frontends import is_keras_model
 from tf_stitch.profiler import leveled
+from tf_stitch.profiler.export_otlp import export_otlp
+from tf_stitch.profiler.export_xplane import add_levels
 from tf_stitch.profiler.profile import COLUMNS, Profile, check_run_name
 from tf_stitch.profiler.spans import LEVELS, Span, keras_layer_names
+from tf_stitch.profiler.xplane import find_xplane_files
 from tf_stitch.progress import Progress
 
-TRACED_LEVELS = ("layer", "op", "library")  # what run B measures on this platform
+TRACED_LEVELS = ("layer", "op", "library", "kernel")  # what run B measures on this platform
+_MISSING = {
+    "library": "no op handed work to the intra-op thread pool in the traced steps",
+    "kernel": "no StitchedKernel ran (a tf_stitch-optimized graph's kernels are traced on a "
+    "CPU; a GPU's kernels need CUPTI, and there is no GPU here)",
+}
 
 
 class ProfileError(RuntimeError):
@@ -126,6 +136,7 @@ def profile(
     logdir: str | os.PathLike[str] | None = None,
     run_name: str | None = None,
     model_name: str | None = None,
+    otlp_endpoint: str | None = None,
     progress: TextIO | None = sys.stderr,
 ) -> Profile:
     """Profiles `model_or_fn(*inputs)` level by level; returns the merged `Profile`.
@@ -133,8 +144,10 @@ def profile(
     `levels` chooses the levels measured ("model" is always measured); the ones this platform
     cannot trace are listed in `meta["missing_levels"]` with the reason. With `logdir` the
     profile is saved under `<logdir>/plugins/tf_stitch/<run_name>/` and the TF profiler's
-    xplane under `<logdir>/plugins/profile/<run_name>/` (XProf opens it). A model that fails
-    raises `ProfileError` naming the run and level it failed in.
+    xplane under `<logdir>/plugins/profile/<run_name>/` (XProf opens it, our levels as lines).
+    `otlp_endpoint` (default `$OTEL_EXPORTER_OTLP_ENDPOINT`) also sends the span trees over
+    OTLP/HTTP; an unreachable endpoint only warns. A model that fails raises `ProfileError`
+    naming the run and level it failed in.
     """
     unknown = [lv for lv in levels if lv not in LEVELS]
     if unknown:
@@ -169,27 +182,25 @@ def profile(
         "trim": leveled.TRIM,
         "model_latency_ns": leveled.trimmed_mean(model_ns),
         "overheads": {},
-        "missing_levels": {
-            lv: "no GPU here, and the CPU trace records no kernel events"
-            for lv in levels
-            if lv == "kernel"
-        },
+        "missing_levels": {},
         "run": run,
     }
     steps_spans: list[list[Span]] = []
+    traces: dict[str, bytes] = {}
+    step_start_ps: list[int] = []
+    origin_ns = 0
     cost = 0.0
     if traced:
         bar.update(1, "calibrating the cost of a trace event")
         cost = leveled.calibrate_event_cost()
-        bar.update(2, "run B: layer, op and library levels")
+        bar.update(2, "run B: layer, op, library and kernel levels")
         with tempfile.TemporaryDirectory(prefix="tf_stitch_profile_") as tmp:
             try:
                 b = leveled.run_traced(call, steps, warmup=1, logdir=tmp, layer_names=names)
             except Exception as e:
                 raise ProfileError(f"the model failed in run B (op level): {_brief(e)}") from e
-            if logdir is not None:
-                _keep_trace(Path(tmp), Path(logdir), run)
-        steps_spans = b.steps
+            traces = {f.name: f.read_bytes() for f in find_xplane_files(tmp)}
+        steps_spans, step_start_ps, origin_ns = b.steps, b.step_start_ps, b.trace_origin_ns
         model_ns += leveled.run_model_level(call, steps - first_half, warmup=0)
         meta["model_latency_ns"] = leveled.trimmed_mean(model_ns)
         traced_ns = leveled.trimmed_mean(b.step_ns)
@@ -203,6 +214,12 @@ def profile(
     if not steps_spans:  # model level only: one root span per step
         steps_spans = [[Span("model", str(meta["model"]), "step", 0.0, t)] for t in model_ns]
     spans = _rows(steps_spans, model_ns, cost)
+    for lv in traced:
+        if not (spans.level == lv).any():
+            meta["levels"].remove(lv)
+            meta["overheads"].pop(lv, None)
+            meta["missing_levels"][lv] = _MISSING.get(lv, "nothing recorded at this level")
+    spans = spans[spans.level.isin(meta["levels"])].reset_index(drop=True)
     result = Profile(spans, meta)
     layer = spans[spans.level == "layer"]
     per_step = layer.groupby("step")
@@ -212,8 +229,16 @@ def profile(
     meta["layer_coverage"] = _mean([_covered(s) for s in steps_spans])
     model_layers = layer[layer.type != "framework"].groupby("step")
     meta["model_layers_vs_model"] = _mean(model_layers.corrected_ns.sum().tolist()) / lat
+    # Steps' starts in ns since the epoch (for OTLP): the trace's, or run A's end for run A.
+    epoch = [origin_ns + t // 1000 for t in step_start_ps] if origin_ns else []
+    meta["step_start_ns"] = epoch or [time.time_ns()] * len(steps_spans)
     if logdir is not None:
         result.save(logdir, run)
+        if traces:
+            _write_trace(traces, spans, step_start_ps, Path(logdir), run)
+    sent = export_otlp(spans, meta, meta["step_start_ns"], otlp_endpoint)
+    if sent:
+        meta["otlp_spans_sent"] = sent
     bar.update(bar.total, "done")
     return result
 
@@ -234,18 +259,21 @@ def _covered(spans: list[Span]) -> float:
     return covered / root if root > 0 else 0.0
 
 
-def _keep_trace(traced: Path, logdir: Path, run: str) -> None:
-    """Moves the TF profiler's run (named by time) to `<logdir>/plugins/profile/<run>/`, where
-    XProf finds it; staged next to its place, then renamed."""
-    runs = [p for p in (traced / "plugins" / "profile").glob("*") if p.is_dir()]
-    if not runs:
-        return
+def _write_trace(
+    traces: dict[str, bytes], spans: pd.DataFrame, step_start_ps: list[int], logdir: Path, run: str
+) -> None:
+    """The TF profiler's xplane files, with the profile's levels added as lines of the host
+    plane, under `<logdir>/plugins/profile/<run>/` where XProf finds them (staged next to their
+    place, then renamed)."""
     root = logdir / "plugins" / "profile"
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{run}.", dir=root))
     try:
-        for f in runs[0].iterdir():
-            shutil.copy2(f, staging / f.name)
+        for name, data in traces.items():
+            space = xplane_pb2.XSpace()
+            space.ParseFromString(data)
+            add_levels(space, spans, step_start_ps)
+            (staging / name).write_bytes(space.SerializeToString())
         final = root / run
         if final.exists():
             shutil.rmtree(final)

@@ -23,7 +23,7 @@ import tensorflow as tf
 
 from tf_stitch.profiler.spans import Span, step_spans
 from tf_stitch.profiler.timing import _sync
-from tf_stitch.profiler.xplane import host_events, step_intervals
+from tf_stitch.profiler.xplane import TraceEvent, host_events, profile_start_ns, step_intervals
 
 STEP_MARKER = "tf_stitch_step"
 TRIM = 0.2  # the share of iterations a trimmed mean drops (half from each end)
@@ -59,9 +59,13 @@ class TracedRun:
     step_ns: list[float]
     steps: list[list[Span]]
     events_per_step: list[int]
+    step_start_ps: list[int]  # each step's start in the trace's clock
+    trace_origin_ns: int = 0  # the trace clock's zero, in ns since the epoch (0: unknown)
 
 
-def _trace(call: Callable[[], Any], steps: int, logdir: str, level: int) -> Any:
+def _trace(
+    call: Callable[[], Any], steps: int, logdir: str, level: int
+) -> tuple[list[TraceEvent], int]:
     options = tf.profiler.experimental.ProfilerOptions(
         host_tracer_level=level, python_tracer_level=0, device_tracer_level=1
     )
@@ -77,7 +81,7 @@ def _trace(call: Callable[[], Any], steps: int, logdir: str, level: int) -> Any:
                 _sync(call())
     finally:
         tf.profiler.experimental.stop()
-    return host_events(logdir)
+    return host_events(logdir), profile_start_ns(logdir) or 0
 
 
 def run_traced(
@@ -91,13 +95,19 @@ def run_traced(
     """Run B: `steps` calls under the host tracer, each in a step marker; the spans of each."""
     for _ in range(warmup):
         _sync(call())
-    events = _trace(call, steps, logdir, host_tracer_level)
+    events, origin = _trace(call, steps, logdir, host_tracer_level)
     intervals = step_intervals(events, STEP_MARKER)
     if len(intervals) != steps:
         raise RuntimeError(f"expected {steps} step markers in the trace, found {len(intervals)}")
     spans = [step_spans(events, s, layer_names) for s in intervals]
     counts = [sum(1 for e in events if s.contains(e.start_ps)) for s in intervals]
-    return TracedRun([(s.end_ps - s.start_ps) / 1000.0 for s in intervals], spans, counts)
+    return TracedRun(
+        [(s.end_ps - s.start_ps) / 1000.0 for s in intervals],
+        spans,
+        counts,
+        [s.start_ps for s in intervals],
+        origin,
+    )
 
 
 @functools.cache
@@ -112,7 +122,7 @@ def calibrate_event_cost(rounds: int = 100) -> float:
 def _event_cost(rounds: int) -> float:
     x0 = tf.random.normal([8])
 
-    @tf.function
+    @tf.function(autograph=False)
     def chain(x: tf.Tensor) -> tf.Tensor:
         for i in range(CALIBRATION_OPS):
             x = tf.sin(x) if i % 2 else tf.cos(x)

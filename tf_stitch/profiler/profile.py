@@ -8,7 +8,8 @@ level split evenly between them, so a level's times add up to the time it covers
 in it), `tracing_events`, `thread` and `run` (the run it was measured in). The model row of each
 step holds run A's latency for that step instead (the model level is measured untraced).
 
-Stored under `<logdir>/plugins/tf_stitch/<run>/`: `spans.jsonl.gz` and `meta.json` (model,
+Stored under `<logdir>/plugins/tf_stitch/<run>/`: `spans.jsonl.gz`, `trace.json.gz` (Chrome
+trace JSON for Perfetto) and `meta.json` (model,
 batch, device, versions, levels, per-level overheads, the event cost, coverage).
 """
 
@@ -25,11 +26,12 @@ from typing import Any
 
 import pandas as pd
 
+from tf_stitch.profiler.export_chrome import chrome_trace, write_chrome_trace
 from tf_stitch.profiler.leveled import trimmed_mean
 from tf_stitch.profiler.spans import LEVELS
 
 STORE_DIR = Path("plugins") / "tf_stitch"
-SPANS_FILE, META_FILE = "spans.jsonl.gz", "meta.json"
+SPANS_FILE, META_FILE, TRACE_FILE = "spans.jsonl.gz", "meta.json", "trace.json.gz"
 COLUMNS = [
     "step",
     "id",
@@ -136,6 +138,11 @@ class Profile:
     def __str__(self) -> str:
         return self.summary()
 
+    def chrome_trace(self) -> dict[str, Any]:
+        """The profile in the Trace Event Format (Perfetto, chrome://tracing), with flow arrows
+        from each op to the library work and kernels it launched."""
+        return chrome_trace(self.spans, self.meta)
+
     # -- store ---------------------------------------------------------------------------------
     def save(self, logdir: str | os.PathLike[str], run: str) -> Path:
         """Writes the profile to `<logdir>/plugins/tf_stitch/<run>/` (built aside, then renamed
@@ -150,6 +157,7 @@ class Profile:
                 for row in self.spans[COLUMNS].to_dict("records"):
                     f.write(json.dumps(row) + "\n")
             (staging / META_FILE).write_text(json.dumps(self.meta, indent=2, default=str))
+            write_chrome_trace(self.spans, self.meta, staging / TRACE_FILE)
             if final.exists():
                 shutil.rmtree(final)
             staging.rename(final)

@@ -6,7 +6,7 @@
   that runs the work opens a region (`StartRegion` ... `StopRegion`) with the same id as its
   consumer id (`_c`). A region is joined to the op whose interval holds the matching Record;
 - **kernel**: on CPU, a `StitchedKernel` op's run of its generated kernel (the op records a
-  `StitchedKernel::Run` event with the kernel's name and schedule at host tracer level 3);
+  `StitchedKernel::Run` event with the kernel's name and schedule at host tracer level 2);
 - **layer**: the Keras layer (top name scope below the model's) of the ops. A layer's span is a
   segment: consecutive ops (in start order) of the same layer, from the first one's start to
   the last one's end; a layer whose ops run at separate times (its variable reads at the start
@@ -26,6 +26,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from tf_stitch.graph.callable import IMPORT_SCOPE
 from tf_stitch.profiler.op_launches import op_run_of
 from tf_stitch.profiler.xplane import StepInterval, TraceEvent
 
@@ -38,6 +39,7 @@ _RECORD, _START, _STOP = (
     "ThreadpoolListener::StopRegion",
 )
 KERNEL_EVENT = "StitchedKernel::Run"  # recorded by the op (runtime/stitched_kernel_op.cc)
+_WRAPPER_SCOPE = re.compile(rf"^((Stateful)?PartitionedCall(_\d+)?|{IMPORT_SCOPE})$")
 _KERAS_CALL_SUFFIX = re.compile(r"_\d+$")
 
 
@@ -62,21 +64,37 @@ class Span:
 
 
 def layer_of(node: str, model_scope: str, layer_names: Callable[[str], str] | None) -> str:
-    """The layer an op node belongs to: the first name-scope component below `model_scope`,
-    mapped to a Keras layer name by `layer_names` when given."""
+    """The layer an op node belongs to: the first name-scope component below `model_scope` (or
+    below as much of it as the node's name starts with), mapped to a Keras layer name by
+    `layer_names` when given."""
     parts = node.split("/")
     prefix = model_scope.split("/") if model_scope else []
-    rest = parts[len(prefix) :] if parts[: len(prefix)] == prefix else parts
+    depth = 0
+    while depth < len(prefix) and depth < len(parts) and parts[depth] == prefix[depth]:
+        depth += 1
+    rest = parts[depth:]
     if len(rest) < 2:
         return OUTSIDE_LAYERS
     return layer_names(rest[0]) if layer_names else rest[0]
 
 
 def model_scope(nodes: Sequence[str]) -> str:
-    """The name scope every op node of the step shares when it is one scope (a Keras model's
-    call scope), else ""."""
-    scopes = {n.split("/")[0] for n in nodes if "/" in n}
-    return scopes.pop() if len(scopes) == 1 and all("/" in n for n in nodes) else ""
+    """The scope above the layers: the scopes of function calls the executor inlined
+    (`PartitionedCall/`) and tf_stitch's import scope, where every scoped node has them, then
+    the one scope every scoped node shares below those, if there is one (a Keras model's call
+    scope); "" if none."""
+    names = [n.split("/") for n in nodes if "/" in n]
+    prefix: list[str] = []
+    while True:
+        heads = {p[len(prefix)] for p in names if len(p) > len(prefix) + 1}
+        if len(heads) != 1 or not _WRAPPER_SCOPE.match(next(iter(heads))):
+            break
+        prefix.append(heads.pop())
+        names = [p for p in names if p[: len(prefix)] == prefix]
+    heads = {p[len(prefix)] for p in names if len(p) > len(prefix) + 1}
+    if len(heads) == 1:
+        prefix.append(heads.pop())
+    return "/".join(prefix)
 
 
 def keras_layer_names(model: object) -> Callable[[str], str]:
@@ -137,7 +155,7 @@ def _library_spans(
 def _kernel_spans(
     events: Sequence[TraceEvent], step: StepInterval, ops: list[tuple[Span, TraceEvent]]
 ) -> list[Span]:
-    """`StitchedKernel` runs (the op's own trace event, host tracer level 3), each parented to
+    """`StitchedKernel` runs (the op's own trace event, host tracer level 2), each parented to
     the op that ran it (the op event on its thread that holds it)."""
     out: list[Span] = []
     for ev in events:
@@ -221,6 +239,23 @@ def step_spans(
     for level in LEVELS:
         share_overlaps([sp for sp in spans if sp.level == level])
     return spans
+
+
+def assign_lanes(intervals: Sequence[tuple[float, float]]) -> list[int]:
+    """A lane per (start, end) interval so that intervals in one lane never overlap (greedy in
+    order of start; a timeline shows one row per lane)."""
+    lane_ends: list[float] = []
+    lanes = [0] * len(intervals)
+    for i in sorted(range(len(intervals)), key=lambda k: intervals[k][0]):
+        start, end = intervals[i]
+        for lane, lane_end in enumerate(lane_ends):
+            if lane_end <= start:
+                lane_ends[lane], lanes[i] = end, lane
+                break
+        else:
+            lane_ends.append(end)
+            lanes[i] = len(lane_ends) - 1
+    return lanes
 
 
 def share_overlaps(spans: Sequence[Span]) -> None:

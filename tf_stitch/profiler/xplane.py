@@ -137,6 +137,19 @@ def host_events(source: str | Path | Iterable[str | Path]) -> list[TraceEvent]:
     return events
 
 
+def profile_start_ns(logdir: str | Path) -> int | None:
+    """When the profiling session of the xplane files in `logdir` started, in nanoseconds since
+    the epoch (the `profile_start_time` stat of the "Task Environment" plane; host event times
+    count from it), or None if no file records it."""
+    for f in find_xplane_files(logdir):
+        for plane in load_xspace(f).planes:
+            names = {k: md.name for k, md in plane.stat_metadata.items()}
+            for stat in plane.stats:
+                if names.get(stat.metadata_id) == "profile_start_time":
+                    return int(_stat_value(stat, names))
+    return None
+
+
 def _as_int(value: StatValue) -> int:
     try:
         return int(value)
