@@ -37,8 +37,8 @@ from tf_stitch.progress import Progress
 TRACED_LEVELS = ("layer", "op", "library", "kernel")  # what run B measures on this platform
 _MISSING = {
     "library": "no op handed work to the intra-op thread pool in the traced steps",
-    "kernel": "no StitchedKernel ran (a tf_stitch-optimized graph's kernels are traced on a "
-    "CPU; a GPU's kernels need CUPTI, and there is no GPU here)",
+    "kernel": "no StitchedKernel ran and no GPU kernel was traced (a tf_stitch-optimized "
+    "graph's kernels are traced on a CPU; GPU kernels come from the device tracer)",
 }
 
 

@@ -11,16 +11,19 @@ ops with and without tracing, so that op and layer times can be corrected for it
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import tensorflow as tf
 
+from tf_stitch.profiler import gpu_kernels
 from tf_stitch.profiler.spans import Span, step_spans
 from tf_stitch.profiler.timing import _sync
 from tf_stitch.profiler.xplane import TraceEvent, host_events, profile_start_ns, step_intervals
@@ -40,15 +43,30 @@ def trimmed_mean(values: Sequence[float], trim: float = TRIM) -> float:
     return sum(kept) / len(kept)
 
 
+@contextlib.contextmanager
+def quiet_gc() -> Iterator[None]:
+    """Python's garbage collector collected before and paused during a measured run (as
+    `timeit` does), so that no collection of someone else's garbage lands in a step."""
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def run_model_level(call: Callable[[], Any], steps: int, warmup: int) -> list[float]:
     """Run A: wall time (ns) of each of `steps` synchronized calls, nothing traced."""
     for _ in range(warmup):
         _sync(call())
     times = []
-    for _ in range(steps):
-        start = time.perf_counter_ns()
-        _sync(call())
-        times.append(float(time.perf_counter_ns() - start))
+    with quiet_gc():
+        for _ in range(steps):
+            start = time.perf_counter_ns()
+            _sync(call())
+            times.append(float(time.perf_counter_ns() - start))
     return times
 
 
@@ -65,7 +83,7 @@ class TracedRun:
 
 def _trace(
     call: Callable[[], Any], steps: int, logdir: str, level: int
-) -> tuple[list[TraceEvent], int]:
+) -> tuple[list[TraceEvent], int, list[tuple[TraceEvent, str]]]:
     options = tf.profiler.experimental.ProfilerOptions(
         host_tracer_level=level, python_tracer_level=0, device_tracer_level=1
     )
@@ -76,12 +94,16 @@ def _trace(
             "a TensorFlow profiler session is already active in this process; stop it first"
         ) from e
     try:
-        for i in range(steps):
-            with tf.profiler.experimental.Trace(STEP_MARKER, step_num=i, _r=1):
-                _sync(call())
+        with quiet_gc():
+            for i in range(steps):
+                with tf.profiler.experimental.Trace(STEP_MARKER, step_num=i, _r=1):
+                    _sync(call())
     finally:
         tf.profiler.experimental.stop()
-    return host_events(logdir), profile_start_ns(logdir) or 0
+    host = host_events(logdir)
+    device, other = gpu_kernels.trace_events(logdir)
+    linked = gpu_kernels.link_kernels(device, other) if device else []
+    return host, profile_start_ns(logdir) or 0, linked
 
 
 def run_traced(
@@ -95,11 +117,11 @@ def run_traced(
     """Run B: `steps` calls under the host tracer, each in a step marker; the spans of each."""
     for _ in range(warmup):
         _sync(call())
-    events, origin = _trace(call, steps, logdir, host_tracer_level)
+    events, origin, device = _trace(call, steps, logdir, host_tracer_level)
     intervals = step_intervals(events, STEP_MARKER)
     if len(intervals) != steps:
         raise RuntimeError(f"expected {steps} step markers in the trace, found {len(intervals)}")
-    spans = [step_spans(events, s, layer_names) for s in intervals]
+    spans = [step_spans(events, s, layer_names, device) for s in intervals]
     counts = [sum(1 for e in events if s.contains(e.start_ps)) for s in intervals]
     return TracedRun(
         [(s.end_ps - s.start_ps) / 1000.0 for s in intervals],

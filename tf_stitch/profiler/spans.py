@@ -181,12 +181,39 @@ def _kernel_spans(
     return out
 
 
+def _device_kernel_spans(
+    kernels: Sequence[tuple[TraceEvent, str]], step: StepInterval, spans: list[Span]
+) -> list[Span]:
+    """GPU kernels of the step, each parented to the latest run of its op that started before
+    it; the op and its layer are stretched to cover the kernel (it runs after its launch)."""
+    runs: dict[str, list[int]] = {}
+    for i, s in enumerate(spans):
+        if s.level == "op":
+            runs.setdefault(s.name, []).append(i)
+    root_end = spans[0].end_ns
+    out: list[Span] = []
+    for ev, node in kernels:
+        if not step.contains(ev.start_ps) or node not in runs:
+            continue
+        start = _rel_ns(ev.start_ps, step)
+        before = [i for i in runs[node] if spans[i].start_ns <= start]
+        op = before[-1] if before else runs[node][0]
+        end = min(_rel_ns(ev.end_ps, step), root_end)
+        out.append(Span("kernel", ev.name, "GPU kernel", start, end, op, ev.line))
+        for i in (op, spans[op].parent):
+            spans[i].start_ns = min(spans[i].start_ns, start)
+            spans[i].end_ns = max(spans[i].end_ns, end)
+    return out
+
+
 def step_spans(
     events: Sequence[TraceEvent],
     step: StepInterval,
     layer_names: Callable[[str], str] | None = None,
+    device_kernels: Sequence[tuple[TraceEvent, str]] = (),
 ) -> list[Span]:
-    """The model, layer, op, library and kernel spans of one step, parents before children."""
+    """The model, layer, op, library and kernel spans of one step, parents before children.
+    `device_kernels` are GPU kernels with their launching op's node (`gpu_kernels.py`)."""
     inside = [e for e in events if step.contains(e.start_ps) and e.end_ps <= step.end_ps]
     op_events = [(e, r) for e in inside if (r := op_run_of(e)) is not None and r.node]
     scope = model_scope([r.node for _, r in op_events])
@@ -235,6 +262,7 @@ def step_spans(
     for kernel in _kernel_spans(inside, step, ops):
         kernel.parent += first_op
         spans.append(kernel)
+    spans += _device_kernel_spans(device_kernels, step, spans)
     _count_tracing_events(spans, inside, step)
     for level in LEVELS:
         share_overlaps([sp for sp in spans if sp.level == level])
