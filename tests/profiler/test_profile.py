@@ -156,5 +156,9 @@ def test_stitched_kernels_are_the_kernel_level(tmp_path: Path) -> None:
     schedules = {k.name: k.schedule for k in optimized.kernels}
     assert all(row.type == schedules[row.name] for row in kernels.itertuples())
     assert (kernels.raw_ns > 0).all()
+    # Kernels come from run C (their trace events on), grafted onto run B's ops by identity.
+    assert set(kernels.run) == {"C"} and set(p.level("op").run) == {"B"}
+    assert p.meta["overheads"]["kernel"]["run"] == "C"
+    assert p.meta["overheads"]["op"]["run"] == "B"
     # Layers keep their scopes: the optimizer keeps the ops' names (under its import scope).
     assert {"attention_1", "ffn_in_1"} <= set(p.level("layer").name)

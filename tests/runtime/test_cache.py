@@ -177,3 +177,22 @@ def test_readers_never_see_a_torn_file(tmp_path: Path) -> None:
     wait_all(writers)
     assert seen  # The reader did observe the file while it was being rewritten.
     assert names(tmp_path) == [".entry.bin.lock", "entry.bin"]
+
+
+def test_replace_dir_is_all_or_nothing(tmp_path: Path) -> None:
+    from tf_stitch.runtime.cache import replace_dir
+
+    final = tmp_path / "runs" / "r"
+    replace_dir(final, lambda d: (d / "a.txt").write_text("one"))
+    assert (final / "a.txt").read_text() == "one"
+
+    def fails(d: Path) -> None:
+        (d / "a.txt").write_text("half")
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError, match="disk full"):
+        replace_dir(final, fails)
+    assert (final / "a.txt").read_text() == "one"  # the old one stays whole
+    assert sorted(p.name for p in final.parent.iterdir()) == ["r"]  # no staging left over
+    replace_dir(final, lambda d: (d / "b.txt").write_text("two"))
+    assert sorted(p.name for p in final.iterdir()) == ["b.txt"]

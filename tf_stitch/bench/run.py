@@ -7,9 +7,7 @@ import datetime
 import json
 import os
 import platform
-import shutil
 import sys
-import tempfile
 import traceback
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -19,7 +17,7 @@ from typing import Any, TextIO
 from tf_stitch.bench import report
 from tf_stitch.bench.measure import KERNEL_COLUMNS, Measurement, measure_function
 from tf_stitch.progress import Progress
-from tf_stitch.runtime.cache import atomic_write
+from tf_stitch.runtime.cache import atomic_write, replace_dir
 
 JSON_NAME, MARKDOWN_NAME, TENSORBOARD_DIR = "bench.json", "bench.md", "tensorboard"
 PLUGIN_FILE = "bench.json"  # under <run>/plugins/tf_stitch/, for the TensorBoard tab
@@ -98,11 +96,7 @@ def write_tensorboard_run(out: Path, run: str, doc: dict[str, Any], table: str) 
 
     from tb_plugin import metadata
 
-    root = out / TENSORBOARD_DIR
-    root.mkdir(parents=True, exist_ok=True)
-    final = root / run
-    staging = Path(tempfile.mkdtemp(prefix=f".{run}.", dir=root))
-    try:
+    def fill(staging: Path) -> None:
         writer = tf.summary.create_file_writer(str(staging))
         with writer.as_default():
             tf.summary.text("tf_stitch/bench", table, step=0)
@@ -110,13 +104,8 @@ def write_tensorboard_run(out: Path, run: str, doc: dict[str, Any], table: str) 
         plugin = staging / metadata.PLUGIN_DIR
         plugin.mkdir(parents=True)
         (plugin / PLUGIN_FILE).write_text(json.dumps(doc, indent=2, default=str))
-        if final.exists():
-            shutil.rmtree(final)
-        staging.rename(final)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return final
+
+    return replace_dir(out / TENSORBOARD_DIR / run, fill)
 
 
 def run_bench(

@@ -12,7 +12,6 @@ import datetime
 import io
 import os
 import platform
-import shutil
 import sys
 import tempfile
 import time
@@ -30,9 +29,10 @@ from tf_stitch.profiler import leveled
 from tf_stitch.profiler.export_otlp import export_otlp
 from tf_stitch.profiler.export_xplane import add_levels
 from tf_stitch.profiler.profile import COLUMNS, Profile, check_run_name
-from tf_stitch.profiler.spans import LEVELS, Span, keras_layer_names
+from tf_stitch.profiler.spans import LEVELS, Span, graft_kernels, keras_layer_names
 from tf_stitch.profiler.xplane import find_xplane_files
 from tf_stitch.progress import Progress
+from tf_stitch.runtime.cache import replace_dir
 
 TRACED_LEVELS = ("layer", "op", "library", "kernel")  # what run B measures on this platform
 _MISSING = {
@@ -78,6 +78,51 @@ def _callable(model_or_fn: Any, inputs: list[Any]) -> Callable[[], Any]:
     return lambda: concrete(*inputs)
 
 
+def _ran_stitched_kernels(steps: list[list[Span]]) -> bool:
+    return any(s.level == "op" and s.type == "StitchedKernel" for step in steps for s in step)
+
+
+def _run_kernel_level(
+    call: Callable[[], Any], steps: int, names: Any, into: list[list[Span]]
+) -> float:
+    """Run C: the calls traced again with StitchedKernel's kernel events on; its kernel spans
+    are grafted onto run B's ops (by identity). Returns run C's step latency (trimmed mean)."""
+    from tf_stitch.runtime import op_library
+
+    op_library.set_kernel_tracing(True)
+    try:
+        with tempfile.TemporaryDirectory(prefix="tf_stitch_profile_c_") as tmp:
+            c = leveled.run_traced(call, steps, warmup=1, logdir=tmp, layer_names=names)
+    except Exception as e:
+        raise ProfileError(f"the model failed in run C (kernel level): {_brief(e)}") from e
+    finally:
+        op_library.set_kernel_tracing(False)
+    for step in c.steps:
+        for s in step:
+            s.run = "C"
+    graft_kernels(into, c.steps)
+    return leveled.trimmed_mean(c.step_ns)
+
+
+def _version() -> str:
+    from tf_stitch import __version__
+
+    return __version__
+
+
+def _pin_autotuning() -> str:
+    """Autotuning off for the measurement, so every run picks the same kernels: cuDNN's and
+    XLA's autotuners (read when the GPU is first used; set unless the user set them)."""
+    if not tf.config.list_physical_devices("GPU"):
+        return "not applicable (no autotuning on CPU)"
+    os.environ.setdefault("TF_CUDNN_USE_AUTOTUNE", "0")
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_gpu_autotune_level" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_gpu_autotune_level=0".strip()
+    cudnn, xla = os.environ["TF_CUDNN_USE_AUTOTUNE"], os.environ["XLA_FLAGS"]
+    return f"TF_CUDNN_USE_AUTOTUNE={cudnn}, XLA_FLAGS={xla}"
+
+
 def _brief(error: Exception) -> str:
     """The error's message without the Python traceback TensorFlow embeds in graph errors."""
     text = getattr(error, "message", None) or str(error)
@@ -120,7 +165,7 @@ def _rows(steps: list[list[Span]], model_ns: list[float], cost: float) -> pd.Dat
                     "corrected_ns": model_ns[step % len(model_ns)] if root else corrected,
                     "tracing_events": s.tracing_events,
                     "thread": s.thread,
-                    "run": "A" if root else "B",
+                    "run": "A" if root else s.run,
                 }
             )
     return pd.DataFrame(rows, columns=COLUMNS)
@@ -162,8 +207,9 @@ def profile(
     call = _callable(model_or_fn, args)
     names = keras_layer_names(model_or_fn) if is_keras_model(model_or_fn) else None
     traced = [lv for lv in TRACED_LEVELS if lv in levels]
-    bar = Progress(3 if traced else 1, progress or io.StringIO(), "profile")
+    bar = Progress(4 if traced else 1, progress or io.StringIO(), "profile")
 
+    autotuning = _pin_autotuning()
     bar.update(0, "run A: model level")
     # Run A's steps: half before run B and half after, so that drift hits both runs alike.
     first_half = (steps + 1) // 2 if traced else steps
@@ -176,6 +222,8 @@ def profile(
         "batch": int(args[0].shape[0]) if args and args[0].shape.rank else None,
         "device": f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} CPUs)",
         "tensorflow": tf.__version__,
+        "tf_stitch": _version(),
+        "autotuning": autotuning,
         "levels": ["model", *traced],
         "steps": steps,
         "warmup": warmup,
@@ -201,14 +249,20 @@ def profile(
                 raise ProfileError(f"the model failed in run B (op level): {_brief(e)}") from e
             traces = {f.name: f.read_bytes() for f in find_xplane_files(tmp)}
         steps_spans, step_start_ps, origin_ns = b.steps, b.step_start_ps, b.trace_origin_ns
+        run_c_ns = None
+        if "kernel" in traced and _ran_stitched_kernels(b.steps):
+            bar.update(3, "run C: kernel level")
+            run_c_ns = _run_kernel_level(call, steps, names, b.steps)
         model_ns += leveled.run_model_level(call, steps - first_half, warmup=0)
         meta["model_latency_ns"] = leveled.trimmed_mean(model_ns)
         traced_ns = leveled.trimmed_mean(b.step_ns)
         for lv in traced:
+            in_c = lv == "kernel" and run_c_ns is not None
+            latency = run_c_ns if in_c and run_c_ns is not None else traced_ns
             meta["overheads"][lv] = {
-                "run": "B",
-                "latency_ns": traced_ns,
-                "overhead": traced_ns / meta["model_latency_ns"] - 1.0,
+                "run": "C" if in_c else "B",
+                "latency_ns": latency,
+                "overhead": latency / meta["model_latency_ns"] - 1.0,
             }
     meta["event_cost_ns"] = cost
     if not steps_spans:  # model level only: one root span per step
@@ -265,19 +319,12 @@ def _write_trace(
     """The TF profiler's xplane files, with the profile's levels added as lines of the host
     plane, under `<logdir>/plugins/profile/<run>/` where XProf finds them (staged next to their
     place, then renamed)."""
-    root = logdir / "plugins" / "profile"
-    root.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{run}.", dir=root))
-    try:
+
+    def fill(staging: Path) -> None:
         for name, data in traces.items():
             space = xplane_pb2.XSpace()
             space.ParseFromString(data)
             add_levels(space, spans, step_start_ps)
             (staging / name).write_bytes(space.SerializeToString())
-        final = root / run
-        if final.exists():
-            shutil.rmtree(final)
-        staging.rename(final)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+
+    replace_dir(logdir / "plugins" / "profile" / run, fill)

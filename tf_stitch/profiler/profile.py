@@ -19,8 +19,6 @@ import gzip
 import json
 import os
 import re
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +27,7 @@ import pandas as pd
 from tf_stitch.profiler.export_chrome import chrome_trace, write_chrome_trace
 from tf_stitch.profiler.leveled import trimmed_mean
 from tf_stitch.profiler.spans import LEVELS
+from tf_stitch.runtime.cache import replace_dir
 
 STORE_DIR = Path("plugins") / "tf_stitch"
 SPANS_FILE, META_FILE, TRACE_FILE = "spans.jsonl.gz", "meta.json", "trace.json.gz"
@@ -148,23 +147,15 @@ class Profile:
         """Writes the profile to `<logdir>/plugins/tf_stitch/<run>/` (built aside, then renamed
         into place: never half-written)."""
         check_run_name(run)
-        root = Path(logdir) / STORE_DIR
-        root.mkdir(parents=True, exist_ok=True)
-        final = root / run
-        staging = Path(tempfile.mkdtemp(prefix=f".{run}.", dir=root))
-        try:
+
+        def fill(staging: Path) -> None:
             with gzip.open(staging / SPANS_FILE, "wt", encoding="utf-8") as f:
                 for row in self.spans[COLUMNS].to_dict("records"):
                     f.write(json.dumps(row) + "\n")
             (staging / META_FILE).write_text(json.dumps(self.meta, indent=2, default=str))
             write_chrome_trace(self.spans, self.meta, staging / TRACE_FILE)
-            if final.exists():
-                shutil.rmtree(final)
-            staging.rename(final)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        return final
+
+        return replace_dir(Path(logdir) / STORE_DIR / run, fill)
 
     @classmethod
     def load(cls, logdir: str | os.PathLike[str], run: str) -> Profile:

@@ -17,6 +17,7 @@ import contextlib
 import fcntl
 import os
 import pwd
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -111,6 +112,23 @@ def atomic_write(path: Path, data: bytes | str) -> None:
     with locked(path), temp_path(path) as tmp:
         tmp.write_bytes(payload)
         publish(tmp, path)
+
+
+def replace_dir(final: Path, fill: Callable[[Path], None]) -> Path:
+    """Makes the directory `final` with what `fill(staging)` writes into a new directory next to
+    it, then renames that into place (replacing an older `final`): readers never see it half
+    written, and a `fill` that fails leaves nothing behind."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+    try:
+        fill(staging)
+        if final.exists():
+            shutil.rmtree(final)
+        staging.rename(final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return final
 
 
 def build_once(path: Path, build: Callable[[Path], None], suffix: str = "") -> bool:

@@ -11,6 +11,7 @@ compiler is `$CXX`, else `c++`.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import os
@@ -50,6 +51,7 @@ _VERSION_RE = re.compile(r"constexpr int kOpLibraryVersion = (\d+);")
 
 _lock = threading.Lock()
 _module: ModuleType | None = None
+_loaded_path: Path | None = None
 
 
 class OpLibraryBuildError(RuntimeError):
@@ -131,18 +133,27 @@ def build() -> Path:
     return path
 
 
+def set_kernel_tracing(on: bool) -> None:
+    """Whether StitchedKernel runs record trace events (the profiler's kernel level). Loads the
+    op library if it is not loaded yet."""
+    load()
+    library = ctypes.CDLL(str(_loaded_path))  # the handle of the library already loaded
+    library.tf_stitch_set_kernel_tracing(ctypes.c_int(1 if on else 0))
+
+
 def load() -> ModuleType:
     """Builds (once per cache) and loads (once per process) the op library.
 
     Returns the module made by `tf.load_op_library`; its `stitched_kernel` function creates
     the op. Thread-safe and idempotent.
     """
-    global _module
+    global _module, _loaded_path
     with _lock:
         if _module is None:
             path = build()
             try:
                 _module = tf.load_op_library(str(path))
+                _loaded_path = path
             except (tf.errors.OpError, OSError) as e:
                 raise OpLibraryBuildError(f"cannot load {path}: {e}") from None
         return _module

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
@@ -66,7 +67,13 @@ using ::tensorflow::shape_inference::ShapeHandle;
 
 // Bump whenever this file changes behaviour; op_library.py puts it into the
 // cache key of the built op library (together with a hash of this source).
-constexpr int kOpLibraryVersion = 3;
+constexpr int kOpLibraryVersion = 4;
+
+// Whether StitchedKernel runs record a trace event (tf_stitch.profile's run C
+// switches it on through tf_stitch_set_kernel_tracing, so that its run B
+// measures the ops without them).
+std::atomic<bool> g_kernel_tracing{false};
+constexpr int kNeverTraced = 1 << 20;  // a TraceMe level no tracer reaches
 
 // The version of the kernel library C ABI this op speaks.
 constexpr int kKernelAbiVersion = 1;
@@ -547,9 +554,11 @@ class StitchedKernelOp : public StitchedKernelBase {
     units = (units + sig_.block_rows - 1) / sig_.block_rows;
 
     // The kernel level of tf_stitch.profile: one event per run, recorded only
-    // while a profiler traces at host level 2 or more, as the executor's op
-    // events are (otherwise it costs one atomic load). Level 3 events are not
-    // recorded by TF 2.21's host tracer, measured.
+    // while kernel tracing is on and a profiler traces at host level 2 or more,
+    // as the executor's op events are (otherwise it costs two atomic loads).
+    // Level 3 events are not recorded by TF 2.21's host tracer, measured.
+    const int trace_level =
+        g_kernel_tracing.load(std::memory_order_relaxed) ? 2 : kNeverTraced;
     tsl::profiler::TraceMe trace(
         [&] {
           return tsl::profiler::TraceMeEncode(
@@ -557,7 +566,7 @@ class StitchedKernelOp : public StitchedKernelBase {
                                       {"schedule", sig_.schedule},
                                       {"units", units}});
         },
-        /*level=*/2);
+        trace_level);
     const RunFn run = run_;
     const void* const* in = inputs.data();
     void* const* out = outputs.data();
@@ -632,3 +641,9 @@ REGISTER_KERNEL_BUILDER(
     StitchedKernelGpuOp);
 
 }  // namespace tf_stitch
+
+// tf_stitch.profiler turns the kernel trace events on for its run C (ctypes).
+extern "C" __attribute__((visibility("default"))) void
+tf_stitch_set_kernel_tracing(int on) {
+  tf_stitch::g_kernel_tracing.store(on != 0, std::memory_order_relaxed);
+}
