@@ -25,7 +25,8 @@ setup(
         "opentelemetry-exporter-otlp-proto-http",
     ],
     # scipy: for JAX, installed --no-deps by the README's test command (XLA:GPU counts)
-    extras_require={"dev": ["pytest", "ruff", "mypy", "hypothesis", "scipy"]},
+    # playwright: drives Debian's Chromium in the tab's browser test (no browser download)
+    extras_require={"dev": ["pytest", "ruff", "mypy", "hypothesis", "scipy", "playwright"]},
     entry_points={
         "console_scripts": ["tf-stitch = tf_stitch.cli:main"],
         "tensorboard_plugins": ["tf_stitch = tb_plugin.plugin:TfStitchPlugin"],

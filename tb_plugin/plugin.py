@@ -1,8 +1,5 @@
-"""The tf_stitch TensorBoard tab (a skeleton: it shows an explanatory empty state).
-
-The data routes (traces, fusion groups, launch counts) come with the profiler and the
-benchmark writers; until then `is_active()` is true only when a run has tf_stitch data.
-"""
+"""The tf_stitch TensorBoard tab: its page (`static/index.js`) and its JSON routes
+(`routes.py`) over the logdir's profiles and benchmark runs (`store.py`)."""
 
 from __future__ import annotations
 
@@ -13,7 +10,8 @@ from typing import Any
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
-from tb_plugin import metadata
+from tb_plugin import metadata, routes
+from tb_plugin.store import Store
 
 
 class TfStitchPlugin(base_plugin.TBPlugin):
@@ -21,9 +19,12 @@ class TfStitchPlugin(base_plugin.TBPlugin):
 
     def __init__(self, context: base_plugin.TBContext) -> None:
         self._logdir = context.logdir or ""
+        self._store = Store(self._logdir)
 
     def get_plugin_apps(self) -> dict[str, Any]:
-        return {"/index.js": self._serve_index}
+        apps: dict[str, Any] = {"/index.js": self._serve_index}
+        apps.update({path: routes.app(self._store, h) for path, h in routes.ROUTES.items()})
+        return apps
 
     def is_active(self) -> bool:
         """Cheap: looks for a `plugins/tf_stitch` folder in the logdir (profiles) or one level

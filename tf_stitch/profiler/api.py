@@ -78,6 +78,27 @@ def _callable(model_or_fn: Any, inputs: list[Any]) -> Callable[[], Any]:
     return lambda: concrete(*inputs)
 
 
+def _fusion_groups(model_or_fn: Any) -> list[dict[str, Any]]:
+    """The kernels of a tf_stitch-optimized function (what `explain` shows), for the tab."""
+    fields = (
+        "node",
+        "name",
+        "members",
+        "schedule",
+        "memory",
+        "inputs",
+        "outputs",
+        "source",
+        "cuda_source",
+        "cuda_unsupported",
+    )
+    from tf_stitch.optimize import OptimizedFunction
+
+    if not isinstance(model_or_fn, OptimizedFunction):
+        return []
+    return [{f: getattr(k, f, None) for f in fields} for k in model_or_fn.kernels]
+
+
 def _ran_stitched_kernels(steps: list[list[Span]]) -> bool:
     return any(s.level == "op" and s.type == "StitchedKernel" for step in steps for s in step)
 
@@ -274,7 +295,7 @@ def profile(
             meta["overheads"].pop(lv, None)
             meta["missing_levels"][lv] = _MISSING.get(lv, "nothing recorded at this level")
     spans = spans[spans.level.isin(meta["levels"])].reset_index(drop=True)
-    result = Profile(spans, meta)
+    result = Profile(spans, meta, _fusion_groups(model_or_fn))
     layer = spans[spans.level == "layer"]
     per_step = layer.groupby("step")
     lat = meta["model_latency_ns"]

@@ -31,6 +31,7 @@ from tf_stitch.runtime.cache import replace_dir
 
 STORE_DIR = Path("plugins") / "tf_stitch"
 SPANS_FILE, META_FILE, TRACE_FILE = "spans.jsonl.gz", "meta.json", "trace.json.gz"
+KERNELS_FILE = "kernels.json"  # the fusion groups of a profiled tf_stitch-optimized graph
 COLUMNS = [
     "step",
     "id",
@@ -62,9 +63,12 @@ def check_run_name(run: str) -> str:
 class Profile:
     """A leveled profile: `spans` (DataFrame, see the module doc) and `meta` (dict)."""
 
-    def __init__(self, spans: pd.DataFrame, meta: dict[str, Any]) -> None:
+    def __init__(
+        self, spans: pd.DataFrame, meta: dict[str, Any], kernels: list[dict[str, Any]] | None = None
+    ) -> None:
         self.spans = spans
         self.meta = meta
+        self.kernels = kernels or []  # fusion groups: node, members, schedule, memory, source
 
     @property
     def model_latency_ns(self) -> float:
@@ -154,6 +158,8 @@ class Profile:
                     f.write(json.dumps(row) + "\n")
             (staging / META_FILE).write_text(json.dumps(self.meta, indent=2, default=str))
             write_chrome_trace(self.spans, self.meta, staging / TRACE_FILE)
+            if self.kernels:
+                (staging / KERNELS_FILE).write_text(json.dumps(self.kernels, indent=1))
 
         return replace_dir(Path(logdir) / STORE_DIR / run, fill)
 
@@ -166,4 +172,6 @@ class Profile:
         meta = json.loads((path / META_FILE).read_text())
         with gzip.open(path / SPANS_FILE, "rt", encoding="utf-8") as f:
             rows = [json.loads(line) for line in f if line.strip()]
-        return cls(pd.DataFrame(rows, columns=COLUMNS), meta)
+        kernels_path = path / KERNELS_FILE
+        kernels = json.loads(kernels_path.read_text()) if kernels_path.is_file() else []
+        return cls(pd.DataFrame(rows, columns=COLUMNS), meta, kernels)

@@ -1,0 +1,115 @@
+"""The tab in a real browser: a real `tensorboard` on 127.0.0.1, headless Chromium (Debian's,
+driven by Playwright; never a browser download), a profile picked, the timeline, the tables
+and the launch-count chart checked against the data, a fusion group opened, a screenshot
+saved (also to $TF_STITCH_SCREENSHOT, which is how docs/tf_stitch_tab.png is made)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+pytestmark = pytest.mark.skipif(
+    not os.path.exists(CHROMIUM), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)"
+)
+
+
+@pytest.fixture
+def tensorboard(tab_logdir: Path) -> Iterator[str]:
+    command = [
+        sys.executable,
+        "-m",
+        "tensorboard.main",
+        "--logdir",
+        str(tab_logdir),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+    ]
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        url = None
+        assert proc.stderr is not None
+        while url is None and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line and proc.poll() is not None:
+                break
+            found = re.search(r"(http://127\.0\.0\.1:\d+)/", line)
+            url = found.group(1) if found else None
+        assert url, "tensorboard did not start"
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_the_tab_renders_a_profile_and_launch_counts(
+    tensorboard: str, tab_logdir: Path, tmp_path: Path
+) -> None:
+    playwright = pytest.importorskip("playwright.sync_api")
+    (bench_run,) = [p for p in tab_logdir.iterdir() if p.name.startswith("bench_")]
+    bench = json.loads((bench_run / "plugins" / "tf_stitch" / "bench.json").read_text())
+    with playwright.sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(tmp_path / "profile"),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=FLAGS,
+            viewport={"width": 1400, "height": 1800},
+        )
+        try:
+            page = context.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(f"{tensorboard}/#tf_stitch", wait_until="networkidle")
+            tab = page.frame_locator("iframe").first
+            tab.locator("#profile-picker").select_option("opt")
+            spans = tab.locator("#timeline-svg rect.span")
+            spans.first.wait_for(timeout=30_000)
+            levels = {spans.nth(i).get_attribute("data-level") for i in range(spans.count())}
+            assert {"model", "layer", "op", "kernel"} <= levels
+            tab.locator("#top-op tr").nth(1).wait_for()
+            assert "StitchedKernel" in tab.locator("#top-op").inner_text()
+            for column in ("tf", "xla_cpu", "tf_stitch_cpu"):
+                bar = tab.locator(f'#bench-chart rect[data-workload="lr"][data-column="{column}"]')
+                assert bar.get_attribute("data-value") == str(
+                    bench["workloads"]["lr"]["kernels"][column]
+                )
+            tab.locator("#kernel-list li").first.click()
+            assert "ts_run" in tab.locator("#kernel-source").inner_text()
+            shot = tmp_path / "tf_stitch_tab.png"
+            page.screenshot(path=str(shot), full_page=True)
+            assert shot.stat().st_size > 10_000
+            assert errors == []  # the corrupt run is an error message, not a script error
+
+            dark = context.new_page()
+            dark.emulate_media(color_scheme="dark")
+            dark.goto(f"{tensorboard}/#tf_stitch", wait_until="networkidle")
+            body = dark.frame_locator("iframe").first.locator("body")
+            body.locator("#controls").wait_for()
+            background = body.evaluate("b => getComputedStyle(b).backgroundColor")
+            assert background == "rgb(32, 33, 36)"  # the dark theme's background
+            if os.environ.get("TF_STITCH_SCREENSHOT"):
+                shutil.copy(shot, os.environ["TF_STITCH_SCREENSHOT"])
+        finally:
+            context.close()
