@@ -5,12 +5,14 @@ saved (also to $TF_STITCH_SCREENSHOT, which is how docs/tf_stitch_tab.png is mad
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,12 +36,19 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture
 def tensorboard(tab_logdir: Path) -> Iterator[str]:
+    with _tensorboard(tab_logdir) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def _tensorboard(logdir: Path) -> Iterator[str]:
+    """A real `tensorboard` on 127.0.0.1 and a free port; yields its URL."""
     command = [
         sys.executable,
         "-m",
         "tensorboard.main",
         "--logdir",
-        str(tab_logdir),
+        str(logdir),
         "--host",
         "127.0.0.1",
         "--port",
@@ -57,6 +66,8 @@ def tensorboard(tab_logdir: Path) -> Iterator[str]:
             found = re.search(r"(http://127\.0\.0\.1:\d+)/", line)
             url = found.group(1) if found else None
         assert url, "tensorboard did not start"
+        # Keep reading its log, so that a full pipe never blocks it.
+        threading.Thread(target=proc.stderr.read, daemon=True).start()
         yield url
     finally:
         proc.terminate()
@@ -111,5 +122,20 @@ def test_the_tab_renders_a_profile_and_launch_counts(
             assert background == "rgb(32, 33, 36)"  # the dark theme's background
             if os.environ.get("TF_STITCH_SCREENSHOT"):
                 shutil.copy(shot, os.environ["TF_STITCH_SCREENSHOT"])
+        finally:
+            context.close()
+
+
+def test_an_empty_logdir_says_what_to_run(tmp_path: Path) -> None:
+    playwright = pytest.importorskip("playwright.sync_api")
+    with _tensorboard(tmp_path / "empty") as url, playwright.sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True, args=FLAGS
+        )
+        try:
+            page = context.new_page()
+            page.goto(f"{url}/data/plugin_entry.html?name=tf_stitch", wait_until="networkidle")
+            text = page.locator("#empty-state").inner_text()
+            assert "No tf_stitch data in this logdir" in text and "tf-stitch profile" in text
         finally:
             context.close()

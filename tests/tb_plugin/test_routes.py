@@ -107,3 +107,38 @@ def test_unknown_runs_get_404_and_corrupt_files_500(client: Any) -> None:
     assert status == 500 and "cannot be read" in body["error"]
     assert client("/meta", run="broken")[0] == 200  # the rest of the run still answers
     assert client("/runs")[0] == 200 and client("/meta", run="opt")[0] == 200
+
+
+def test_a_100k_span_profile_is_paged(tmp_path: Path) -> None:
+    import pandas as pd
+
+    from tf_stitch.profiler.profile import Profile
+
+    n = 100_000
+    rows = {
+        "step": [0] * n,
+        "id": list(range(n)),
+        "parent": [-1] + [0] * (n - 1),
+        "level": ["model"] + ["op"] * (n - 1),
+        "name": ["m"] + [f"op_{i}" for i in range(1, n)],
+        "type": ["step"] + ["AddV2"] * (n - 1),
+        "start_ns": [0.0] + [float(i) for i in range(1, n)],
+        "end_ns": [float(n)] + [float(i) + 0.5 for i in range(1, n)],
+        "raw_ns": [float(n)] + [0.5] * (n - 1),
+        "attributed_ns": [float(n)] + [0.5] * (n - 1),
+        "corrected_ns": [float(n)] + [0.5] * (n - 1),
+        "tracing_events": [0] * n,
+        "thread": [""] * n,
+        "run": ["A"] + ["B"] * (n - 1),
+    }
+    meta = {"model": "big", "levels": ["model", "op"], "model_latency_ns": float(n)}
+    Profile(pd.DataFrame(rows, columns=COLUMNS), meta).save(tmp_path, "big")
+    apps = TfStitchPlugin(base_plugin.TBContext(logdir=str(tmp_path))).get_plugin_apps()
+    response = Client(apps["/spans"]).get(
+        "/spans", query_string={"run": "big", "limit": 500, "offset": 99_800}
+    )
+    body = json.loads(response.data)
+    assert response.status_code == 200 and body["total"] == n
+    assert [s["id"] for s in body["spans"]] == list(range(99_800, n))
+    top = json.loads(Client(apps["/top"]).get("/top", query_string={"run": "big", "k": 5}).data)
+    assert len(top["rows"]) == 5

@@ -22,10 +22,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from tf_stitch.profiler.export_chrome import chrome_trace, write_chrome_trace
-from tf_stitch.profiler.leveled import trimmed_mean
+from tf_stitch.profiler.leveled import TRIM
 from tf_stitch.profiler.spans import LEVELS
 from tf_stitch.runtime.cache import replace_dir
 
@@ -60,6 +61,15 @@ def check_run_name(run: str) -> str:
     return run
 
 
+def _trimmed_rows(values: np.ndarray) -> np.ndarray:
+    """`leveled.trimmed_mean` of every row of a 2-D array."""
+    ordered = np.sort(values, axis=1)
+    n = ordered.shape[1]
+    cut = int(n * TRIM / 2)
+    kept = ordered[:, cut : n - cut] if n - 2 * cut > 0 else ordered
+    return kept.mean(axis=1)
+
+
 class Profile:
     """A leveled profile: `spans` (DataFrame, see the module doc) and `meta` (dict)."""
 
@@ -87,26 +97,20 @@ class Profile:
 
     def table(self, level: str) -> pd.DataFrame:
         """One row per name at `level`: calls per step, trimmed-mean time per step (raw and
-        corrected, ns) and its share of the model latency; slowest first."""
+        corrected, ns; a step where the name did not run counts as 0) and its share of the
+        model latency; slowest first. Vectorized: fast on 100k-span profiles."""
         spans = self.level(level)
-        steps = max(1, spans.step.nunique())
-        rows = []
-        for (name, kind), group in spans.groupby(["name", "type"]):
-            by_step = group.groupby("step")
-            raw = by_step.raw_ns.sum().reindex(range(steps), fill_value=0.0).tolist()
-            cor = by_step.corrected_ns.sum().reindex(range(steps), fill_value=0.0).tolist()
-            rows.append(
-                {
-                    "name": name,
-                    "type": kind,
-                    "calls_per_step": len(group) / steps,
-                    "raw_ns": trimmed_mean(raw),
-                    "corrected_ns": trimmed_mean(cor),
-                }
-            )
-        out = pd.DataFrame(
-            rows, columns=["name", "type", "calls_per_step", "raw_ns", "corrected_ns"]
-        )
+        steps = sorted(self.spans.step.unique()) or [0]
+        columns = ["name", "type", "calls_per_step", "raw_ns", "corrected_ns"]
+        if spans.empty:
+            return pd.DataFrame(columns=[*columns, "share"])
+        keys = ["name", "type"]
+        per_step = spans.groupby([*keys, "step"])[["raw_ns", "corrected_ns"]].sum()
+        out = spans.groupby(keys).size().rename("calls_per_step").to_frame() / len(steps)
+        for column in ("raw_ns", "corrected_ns"):
+            wide = per_step[column].unstack("step").reindex(columns=steps).fillna(0.0)
+            out[column] = _trimmed_rows(wide.to_numpy()).tolist()
+        out = out.reset_index()[columns]
         out["share"] = out.corrected_ns / self.model_latency_ns
         return out.sort_values("corrected_ns", ascending=False, ignore_index=True)
 
