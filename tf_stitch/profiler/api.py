@@ -28,8 +28,10 @@ from tf_stitch.graph.frontends import is_keras_model
 from tf_stitch.profiler import leveled
 from tf_stitch.profiler.export_otlp import export_otlp
 from tf_stitch.profiler.export_xplane import add_levels
+from tf_stitch.profiler.layers import keras_layer_names
+from tf_stitch.profiler.merge import graft_kernels
 from tf_stitch.profiler.profile import COLUMNS, Profile, check_run_name
-from tf_stitch.profiler.spans import LEVELS, Span, graft_kernels, keras_layer_names
+from tf_stitch.profiler.spans import LEVELS, Span
 from tf_stitch.profiler.xplane import find_xplane_files
 from tf_stitch.progress import Progress
 from tf_stitch.runtime.cache import replace_dir

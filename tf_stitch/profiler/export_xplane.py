@@ -9,7 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from tf_stitch.profiler.spans import LEVELS, assign_lanes
+from tf_stitch.profiler.intervals import assign_lanes
+from tf_stitch.profiler.spans import LEVELS
 from tf_stitch.profiler.xplane import HOST_PLANE_NAME
 
 LINE_PREFIX = "tf_stitch: "

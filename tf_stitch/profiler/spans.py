@@ -21,26 +21,21 @@ inside each span's interval on its threads (what the tracing itself cost there).
 from __future__ import annotations
 
 import bisect
-import itertools
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tf_stitch.graph.callable import IMPORT_SCOPE
+from tf_stitch.profiler.intervals import share_overlaps
+from tf_stitch.profiler.layers import FRAMEWORK_CALL, FRAMEWORK_RETURN, layer_of, model_scope
 from tf_stitch.profiler.op_launches import op_run_of
 from tf_stitch.profiler.xplane import StepInterval, TraceEvent
 
 LEVELS = ("model", "layer", "op", "library", "kernel")
-OUTSIDE_LAYERS = "(outside layers)"
-FRAMEWORK_CALL, FRAMEWORK_RETURN = "(framework: call)", "(framework: return)"
 _RECORD, _START, _STOP = (
     "ThreadpoolListener::Record",
     "ThreadpoolListener::StartRegion",
     "ThreadpoolListener::StopRegion",
 )
 KERNEL_EVENT = "StitchedKernel::Run"  # recorded by the op (runtime/stitched_kernel_op.cc)
-_WRAPPER_SCOPE = re.compile(rf"^((Stateful)?PartitionedCall(_\d+)?|{IMPORT_SCOPE})$")
-_KERAS_CALL_SUFFIX = re.compile(r"_\d+$")
 
 
 @dataclass
@@ -62,53 +57,6 @@ class Span:
     @property
     def duration_ns(self) -> float:
         return self.end_ns - self.start_ns
-
-
-def layer_of(node: str, model_scope: str, layer_names: Callable[[str], str] | None) -> str:
-    """The layer an op node belongs to: the first name-scope component below `model_scope` (or
-    below as much of it as the node's name starts with), mapped to a Keras layer name by
-    `layer_names` when given."""
-    parts = node.split("/")
-    prefix = model_scope.split("/") if model_scope else []
-    depth = 0
-    while depth < len(prefix) and depth < len(parts) and parts[depth] == prefix[depth]:
-        depth += 1
-    rest = parts[depth:]
-    if len(rest) < 2:
-        return OUTSIDE_LAYERS
-    return layer_names(rest[0]) if layer_names else rest[0]
-
-
-def model_scope(nodes: Sequence[str]) -> str:
-    """The scope above the layers: the scopes of function calls the executor inlined
-    (`PartitionedCall/`) and tf_stitch's import scope, where every scoped node has them, then
-    the one scope every scoped node shares below those, if there is one (a Keras model's call
-    scope); "" if none."""
-    names = [n.split("/") for n in nodes if "/" in n]
-    prefix: list[str] = []
-    while True:
-        heads = {p[len(prefix)] for p in names if len(p) > len(prefix) + 1}
-        if len(heads) != 1 or not _WRAPPER_SCOPE.match(next(iter(heads))):
-            break
-        prefix.append(heads.pop())
-        names = [p for p in names if p[: len(prefix)] == prefix]
-    heads = {p[len(prefix)] for p in names if len(p) > len(prefix) + 1}
-    if len(heads) == 1:
-        prefix.append(heads.pop())
-    return "/".join(prefix)
-
-
-def keras_layer_names(model: object) -> Callable[[str], str]:
-    """Maps a call scope (`conv1_1`) to its Keras layer's name (`conv1`) for `model`'s layers."""
-    names = {getattr(layer, "name", "") for layer in getattr(model, "layers", [])}
-
-    def name(scope: str) -> str:
-        if scope in names:
-            return scope
-        base = _KERAS_CALL_SUFFIX.sub("", scope)
-        return base if base in names else scope
-
-    return name
 
 
 def _rel_ns(t_ps: int, step: StepInterval) -> float:
@@ -268,80 +216,6 @@ def step_spans(
     for level in LEVELS:
         share_overlaps([sp for sp in spans if sp.level == level])
     return spans
-
-
-def graft_kernels(into: list[list[Span]], source: list[list[Span]]) -> int:
-    """Places the StitchedKernel spans of another run's steps (`source`, run C) under the same
-    op runs of `into`'s steps (run B), matched by identity: the op's node name and which run of
-    that node in the step it is. Each keeps its offset from its op's start and its duration
-    (clipped to the op). Returns how many were placed."""
-    placed = 0
-    for target, spans in zip(into, source, strict=False):
-        index = _op_runs(target)
-        key_of = {i: key for key, i in _op_runs(spans).items()}
-        for k in spans:
-            if k.level != "kernel" or k.type == "GPU kernel" or k.parent not in key_of:
-                continue
-            op_c = spans[k.parent]
-            b = index.get(key_of[k.parent])
-            if b is None:
-                continue
-            op = target[b]
-            start = min(op.start_ns + (k.start_ns - op_c.start_ns), op.end_ns)
-            end = min(start + k.duration_ns, op.end_ns)
-            target.append(
-                Span("kernel", k.name, k.type, start, end, b, k.thread, k.tracing_events, run=k.run)
-            )
-            placed += 1
-        share_overlaps([s for s in target if s.level == "kernel"])
-    return placed
-
-
-def _op_runs(spans: list[Span]) -> dict[tuple[str, int], int]:
-    """(node name, which run of it in the step) -> index, for the op spans of a step."""
-    seen: dict[str, int] = {}
-    out = {}
-    for i, s in enumerate(spans):
-        if s.level == "op":
-            seen[s.name] = seen.get(s.name, -1) + 1
-            out[(s.name, seen[s.name])] = i
-    return out
-
-
-def assign_lanes(intervals: Sequence[tuple[float, float]]) -> list[int]:
-    """A lane per (start, end) interval so that intervals in one lane never overlap (greedy in
-    order of start; a timeline shows one row per lane)."""
-    lane_ends: list[float] = []
-    lanes = [0] * len(intervals)
-    for i in sorted(range(len(intervals)), key=lambda k: intervals[k][0]):
-        start, end = intervals[i]
-        for lane, lane_end in enumerate(lane_ends):
-            if lane_end <= start:
-                lane_ends[lane], lanes[i] = end, lane
-                break
-        else:
-            lane_ends.append(end)
-            lanes[i] = len(lane_ends) - 1
-    return lanes
-
-
-def share_overlaps(spans: Sequence[Span]) -> None:
-    """Sets each span's `attributed_ns`: its duration, where k spans of the list run at the same
-    time each getting 1/k of that time (ops of two inter-op threads, say), so that the
-    attributed times of a level add up to the time the level covers."""
-    edges = sorted({t for sp in spans for t in (sp.start_ns, sp.end_ns)})
-    for sp in spans:
-        sp.attributed_ns = 0.0
-    order = sorted(range(len(spans)), key=lambda i: spans[i].start_ns)
-    active: list[int] = []
-    nxt = 0
-    for lo, hi in itertools.pairwise(edges):
-        while nxt < len(order) and spans[order[nxt]].start_ns <= lo:
-            active.append(order[nxt])
-            nxt += 1
-        active = [i for i in active if spans[i].end_ns > lo]
-        for i in active:
-            spans[i].attributed_ns += (hi - lo) / len(active)
 
 
 def _count_tracing_events(
