@@ -226,12 +226,16 @@ async function drawProfile(run, area, tooltip) {
     const source = el('pre', {id: 'kernel-source', style: {maxHeight: '400px', overflow: 'auto',
       background: THEME.bg, padding: '8px', border: `1px solid ${THEME.line}`}});
     const list = el('ul', {id: 'kernel-list'});
+    const members = el('p', {id: 'kernel-members'});
     for (const k of kernels) {
       list.append(el('li', {style: {cursor: 'pointer', color: THEME.accent},
-        onclick: () => { source.textContent = k.source; }},
+        onclick: () => {
+          members.textContent = `${k.node} (${k.name}): ${k.members.join(', ')}`;
+          source.textContent = k.source;
+        }},
       `${k.node}: ${k.members.length} ops, ${k.schedule}; ${k.memory}`));
     }
-    kernelsArea.append(list, source);
+    kernelsArea.append(list, members, source);
   } catch (error) {
     kernelsArea.append(el('p', {class: 'error'}, error.message));
   }

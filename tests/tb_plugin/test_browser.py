@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tf_stitch.profiler.profile import Profile
+
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [
     "--headless",
@@ -99,8 +101,13 @@ def test_the_tab_renders_a_profile_and_launch_counts(
             spans.first.wait_for(timeout=30_000)
             levels = {spans.nth(i).get_attribute("data-level") for i in range(spans.count())}
             assert {"model", "layer", "op", "kernel"} <= levels
+            profile = Profile.load(tab_logdir, "opt")
+            step0 = profile.spans[profile.spans.step == 0]
+            assert spans.count() == len(step0)  # every span of the step is drawn
             tab.locator("#top-op tr").nth(1).wait_for()
-            assert "StitchedKernel" in tab.locator("#top-op").inner_text()
+            top_op = tab.locator("#top-op").inner_text()
+            expected = profile.table("op").iloc[0]
+            assert expected["name"] in top_op and f"{expected.corrected_ns / 1e6:.3f}" in top_op
             for column in ("tf", "xla_cpu", "tf_stitch_cpu"):
                 bar = tab.locator(f'#bench-chart rect[data-workload="lr"][data-column="{column}"]')
                 assert bar.get_attribute("data-value") == str(
@@ -108,6 +115,8 @@ def test_the_tab_renders_a_profile_and_launch_counts(
                 )
             tab.locator("#kernel-list li").first.click()
             assert "ts_run" in tab.locator("#kernel-source").inner_text()
+            first = profile.kernels[0]
+            assert first["members"][0] in tab.locator("#kernel-members").inner_text()
             shot = tmp_path / "tf_stitch_tab.png"
             page.screenshot(path=str(shot), full_page=True)
             assert shot.stat().st_size > 10_000
