@@ -17,7 +17,6 @@ from pathlib import Path
 
 from tf_stitch.profiler.op_launches import op_run_of
 from tf_stitch.profiler.xplane import (
-    StepInterval,
     TraceEvent,
     find_xplane_files,
     load_xspace,
@@ -100,10 +99,3 @@ def _op_holding(launch: TraceEvent, ops: Iterable[tuple[TraceEvent, str]]) -> st
         return None
     same = [(e, n) for e, n in holding if e.line == launch.line] or holding
     return min(same, key=lambda en: en[0].duration_ps)[1]
-
-
-def kernels_in_step(
-    linked: Sequence[tuple[TraceEvent, str]], step: StepInterval
-) -> list[tuple[TraceEvent, str]]:
-    """The linked kernels that started inside the step."""
-    return [(k, n) for k, n in linked if step.contains(k.start_ps)]

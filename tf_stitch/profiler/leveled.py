@@ -101,8 +101,10 @@ def _trace(
     finally:
         tf.profiler.experimental.stop()
     host = host_events(logdir)
-    device, other = gpu_kernels.trace_events(logdir)
-    linked = gpu_kernels.link_kernels(device, other) if device else []
+    linked: list[tuple[TraceEvent, str]] = []
+    if tf.config.list_physical_devices("GPU"):  # device planes only exist with a GPU
+        device, other = gpu_kernels.trace_events(logdir)
+        linked = gpu_kernels.link_kernels(device, other)
     return host, profile_start_ns(logdir) or 0, linked
 
 
