@@ -107,6 +107,43 @@ def _profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _characterize(args: argparse.Namespace) -> int:
+    from tf_stitch.characterize.campaign import characterize, parse_shard
+
+    models = "all" if args.models == "all" else _outputs(args.models) or []
+    batch_sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
+    result = characterize(
+        models,
+        batch_sizes=batch_sizes,
+        logdir=args.logdir,
+        report=None if args.no_report else args.report,
+        shard=parse_shard(args.shard),
+        jobs=args.jobs,
+        steps=args.steps,
+        warmup=args.warmup,
+        optimize=not args.no_optimize,
+        otlp_endpoint=args.otlp_endpoint,
+        timeout=args.timeout,
+    )
+    ran, failed = len(result["ran"]), len(result["failed"])
+    print(
+        f"tf-stitch characterize: {ran - failed} profiled, {failed} failed, "
+        f"{len(result['skipped'])} skipped (done before)"
+    )
+    return 1 if failed else 0
+
+
+def _zoo(args: argparse.Namespace) -> int:
+    from tf_stitch.zoo import zoo
+
+    entries = zoo().values()
+    print(f"{'model':<20}{'family':<20}{'batch':>6}  inputs")
+    for e in entries:
+        print(f"{e.name:<20}{e.family:<20}{e.batch:>6}  {e.inputs_text()}  {e.description}")
+    print(f"{len(entries)} models")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tf-stitch", description="Deep kernel fusion for TensorFlow.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -153,6 +190,29 @@ def parser() -> argparse.ArgumentParser:
         help="also send the spans over OTLP/HTTP (default: $OTEL_EXPORTER_OTLP_ENDPOINT)",
     )
     pr.set_defaults(run=_profile)
+    c = sub.add_parser(
+        "characterize", help="profile a zoo of models, each in its own process, and report"
+    )
+    c.add_argument("--models", default="all", help="all, or comma-separated names (zoo list)")
+    c.add_argument("--batch-sizes", default="1,8,32", help="comma-separated (default 1,8,32)")
+    c.add_argument(
+        "--logdir",
+        default="tf_stitch_characterize/logdir",
+        help="TensorBoard logdir for the profiles (any tf.io.gfile path)",
+    )
+    c.add_argument("--report", default="tf_stitch_characterize/report", help="report folder")
+    c.add_argument("--no-report", action="store_true", help="profile only")
+    c.add_argument("--shard", default="1/1", help="I/N: run the I-th of N parts of the zoo")
+    c.add_argument("--jobs", type=int, default=1, help="models profiled at once (default 1)")
+    c.add_argument("--steps", type=int, default=10, help="steps per leveled run")
+    c.add_argument("--warmup", type=int, default=3)
+    c.add_argument("--no-optimize", action="store_true", help="skip the tf_stitch profiles")
+    c.add_argument("--timeout", type=float, default=3600, help="seconds per model")
+    c.add_argument("--otlp-endpoint", help="also send every profile over OTLP/HTTP")
+    c.set_defaults(run=_characterize)
+    z = sub.add_parser("zoo", help="the model zoo: `tf-stitch zoo list`")
+    z.add_argument("action", choices=("list",))
+    z.set_defaults(run=_zoo)
     return p
 
 

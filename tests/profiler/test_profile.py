@@ -163,3 +163,8 @@ def test_stitched_kernels_are_the_kernel_level(tmp_path: Path) -> None:
     assert p.meta["overheads"]["op"]["run"] == "B"
     # Layers keep their scopes: the optimizer keeps the ops' names (under its import scope).
     assert {"attention_1", "ffn_in_1"} <= set(p.level("layer").name)
+    # The optimized graph's function is called directly: no function-call op in the step, and
+    # its nodes (with the StitchedKernels) are the profile's op table.
+    assert not p.level("op").type.str.contains("PartitionedCall").any()
+    assert set(p.level("op").name) <= set(p.ops.name)
+    assert (p.ops.op == "StitchedKernel").sum() == len(names)

@@ -30,6 +30,7 @@ from tf_stitch.profiler.export_otlp import export_otlp
 from tf_stitch.profiler.export_xplane import add_levels
 from tf_stitch.profiler.layers import keras_layer_names
 from tf_stitch.profiler.merge import graft_kernels
+from tf_stitch.profiler.op_table import op_table
 from tf_stitch.profiler.profile import COLUMNS, Profile, check_run_name
 from tf_stitch.profiler.spans import LEVELS, Span
 from tf_stitch.profiler.xplane import find_xplane_files
@@ -54,9 +55,16 @@ def _as_inputs(inputs: Any) -> list[Any]:
     return [tf.convert_to_tensor(x) if isinstance(x, np.ndarray) else x for x in inputs]
 
 
-def _callable(model_or_fn: Any, inputs: list[Any]) -> Callable[[], Any]:
+def _callable(model_or_fn: Any, inputs: list[Any]) -> tuple[Callable[[], Any], Any]:
     """One step: the model's graph function for `inputs`, called as a ConcreteFunction (no
-    per-call Python dispatch of a polymorphic `tf.function`)."""
+    per-call Python dispatch of a polymorphic `tf.function`); and that function's `tf.Graph`
+    (None if it has none)."""
+    flat = getattr(model_or_fn, "flat_fn", None)
+    if flat is not None and isinstance(getattr(flat, "graph", None), tf.Graph):
+        # A tf_stitch OptimizedFunction: its graph's function, called directly (wrapping it in
+        # a tf.function would add a function call op to every step).
+        flat_inputs = model_or_fn.flatten_inputs(tuple(inputs), {})
+        return (lambda: flat(*flat_inputs)), flat.graph
     if is_keras_model(model_or_fn):
         model = model_or_fn
 
@@ -77,7 +85,16 @@ def _callable(model_or_fn: Any, inputs: list[Any]) -> Callable[[], Any]:
         concrete = fn.get_concrete_function(*inputs)
     except AttributeError:  # already a ConcreteFunction
         concrete = fn
-    return lambda: concrete(*inputs)
+    return (lambda: concrete(*inputs)), getattr(concrete, "graph", None)
+
+
+def _layer_types(model: Any) -> dict[str, str]:
+    """Keras layer name -> class name, nested models' layers included."""
+    types: dict[str, str] = {}
+    for layer in getattr(model, "layers", []):
+        types[layer.name] = type(layer).__name__
+        types.update(_layer_types(layer) if hasattr(layer, "layers") else {})
+    return types
 
 
 def _fusion_groups(model_or_fn: Any) -> list[dict[str, Any]]:
@@ -227,7 +244,7 @@ def profile(
     if logdir is not None:
         _writable(Path(logdir))
     args = _as_inputs(inputs)
-    call = _callable(model_or_fn, args)
+    call, graph = _callable(model_or_fn, args)
     names = keras_layer_names(model_or_fn) if is_keras_model(model_or_fn) else None
     traced = [lv for lv in TRACED_LEVELS if lv in levels]
     bar = Progress(4 if traced else 1, progress or io.StringIO(), "profile")
@@ -297,7 +314,9 @@ def profile(
             meta["overheads"].pop(lv, None)
             meta["missing_levels"][lv] = _MISSING.get(lv, "nothing recorded at this level")
     spans = spans[spans.level.isin(meta["levels"])].reset_index(drop=True)
-    result = Profile(spans, meta, _fusion_groups(model_or_fn))
+    meta["layer_types"] = _layer_types(model_or_fn) if is_keras_model(model_or_fn) else {}
+    ops = op_table(graph) if isinstance(graph, tf.Graph) else None
+    result = Profile(spans, meta, _fusion_groups(model_or_fn), ops)
     layer = spans[spans.level == "layer"]
     per_step = layer.groupby("step")
     lat = meta["model_latency_ns"]

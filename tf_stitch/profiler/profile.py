@@ -9,8 +9,9 @@ in it), `tracing_events`, `thread` and `run` (the run it was measured in). The m
 step holds run A's latency for that step instead (the model level is measured untraced).
 
 Stored under `<logdir>/plugins/tf_stitch/<run>/`: `spans.jsonl.gz`, `trace.json.gz` (Chrome
-trace JSON for Perfetto) and `meta.json` (model,
-batch, device, versions, levels, per-level overheads, the event cost, coverage).
+trace JSON for Perfetto), `meta.json` (model, batch, device, versions, levels, per-level
+overheads, the event cost, coverage, Keras layer types), `ops.json.gz` (the graph's nodes with
+shapes) and, for an optimized graph, `kernels.json` (its fusion groups).
 """
 
 from __future__ import annotations
@@ -27,12 +28,14 @@ import pandas as pd
 
 from tf_stitch.profiler.export_chrome import chrome_trace, write_chrome_trace
 from tf_stitch.profiler.leveled import TRIM
+from tf_stitch.profiler.op_table import OP_COLUMNS
 from tf_stitch.profiler.spans import LEVELS
 from tf_stitch.runtime.cache import replace_dir
 
 STORE_DIR = Path("plugins") / "tf_stitch"
 SPANS_FILE, META_FILE, TRACE_FILE = "spans.jsonl.gz", "meta.json", "trace.json.gz"
 KERNELS_FILE = "kernels.json"  # the fusion groups of a profiled tf_stitch-optimized graph
+OPS_FILE = "ops.json.gz"  # the graph's nodes with shapes (`op_table`), for the cost analyses
 COLUMNS = [
     "step",
     "id",
@@ -74,11 +77,17 @@ class Profile:
     """A leveled profile: `spans` (DataFrame, see the module doc) and `meta` (dict)."""
 
     def __init__(
-        self, spans: pd.DataFrame, meta: dict[str, Any], kernels: list[dict[str, Any]] | None = None
+        self,
+        spans: pd.DataFrame,
+        meta: dict[str, Any],
+        kernels: list[dict[str, Any]] | None = None,
+        ops: pd.DataFrame | None = None,
     ) -> None:
         self.spans = spans
         self.meta = meta
         self.kernels = kernels or []  # fusion groups: node, members, schedule, memory, source
+        # The profiled graph's nodes with their shapes (`op_table.op_table`); empty if unknown.
+        self.ops = ops if ops is not None else pd.DataFrame(columns=OP_COLUMNS)
 
     @property
     def model_latency_ns(self) -> float:
@@ -164,6 +173,9 @@ class Profile:
             write_chrome_trace(self.spans, self.meta, staging / TRACE_FILE)
             if self.kernels:
                 (staging / KERNELS_FILE).write_text(json.dumps(self.kernels, indent=1))
+            if not self.ops.empty:
+                with gzip.open(staging / OPS_FILE, "wt", encoding="utf-8") as f:
+                    json.dump(self.ops[OP_COLUMNS].to_dict("records"), f)
 
         return replace_dir(Path(logdir) / STORE_DIR / run, fill)
 
@@ -178,4 +190,8 @@ class Profile:
             rows = [json.loads(line) for line in f if line.strip()]
         kernels_path = path / KERNELS_FILE
         kernels = json.loads(kernels_path.read_text()) if kernels_path.is_file() else []
-        return cls(pd.DataFrame(rows, columns=COLUMNS), meta, kernels)
+        ops = None
+        if (path / OPS_FILE).is_file():
+            with gzip.open(path / OPS_FILE, "rt", encoding="utf-8") as f:
+                ops = pd.DataFrame(json.load(f), columns=OP_COLUMNS)
+        return cls(pd.DataFrame(rows, columns=COLUMNS), meta, kernels, ops)

@@ -63,17 +63,51 @@ def _rel_ns(t_ps: int, step: StepInterval) -> float:
     return (t_ps - step.start_ps) / 1000.0
 
 
+def _op_finder(ops: list[tuple[Span, TraceEvent]]) -> Callable[[str, int], int | None]:
+    """`find(line, t_ps)`: the index of the first op (in `ops`' order) on trace line `line`
+    whose interval holds `t_ps`, or None. Ops are looked up by bisection on their line."""
+    by_line: dict[str, list[tuple[int, int]]] = {}  # line -> [(start_ps, op index)] sorted
+    for i, (_, ev) in enumerate(ops):
+        by_line.setdefault(ev.line, []).append((ev.start_ps, i))
+    for entries in by_line.values():
+        entries.sort()
+    starts = {line: [start for start, _ in entries] for line, entries in by_line.items()}
+    reach: dict[str, list[int]] = {}  # line -> running max of the ops' ends, in start order
+    for line, entries in by_line.items():
+        ends, high = [], -1
+        for _, i in entries:
+            high = max(high, ops[i][1].end_ps)
+            ends.append(high)
+        reach[line] = ends
+
+    def find(line: str, t_ps: int) -> int | None:
+        entries = by_line.get(line)
+        if not entries:
+            return None
+        holders = []
+        j = bisect.bisect_right(starts[line], t_ps) - 1
+        # Walk back only while an earlier op could still reach t (ops on a thread rarely nest).
+        while j >= 0 and reach[line][j] > t_ps:
+            _, i = entries[j]
+            if ops[i][1].end_ps > t_ps:
+                holders.append(i)
+            j -= 1
+        return min(holders) if holders else None
+
+    return find
+
+
 def _library_spans(
     events: Sequence[TraceEvent], step: StepInterval, ops: list[tuple[Span, TraceEvent]]
 ) -> list[Span]:
     """Worker-thread regions of the step, each parented to the op that scheduled it."""
+    op_at = _op_finder(ops)
     producer_op: dict[int, int] = {}
     for ev in events:
         if ev.name == _RECORD and "_p" in ev.stats:
-            for i, (_, op_ev) in enumerate(ops):
-                if op_ev.line == ev.line and op_ev.start_ps <= ev.start_ps < op_ev.end_ps:
-                    producer_op[int(ev.stats["_p"])] = i
-                    break
+            i = op_at(ev.line, ev.start_ps)
+            if i is not None:
+                producer_op[int(ev.stats["_p"])] = i
     out: list[Span] = []
     open_regions: dict[str, tuple[int, int]] = {}  # line -> (op index, start)
     for ev in events:
@@ -106,27 +140,20 @@ def _kernel_spans(
 ) -> list[Span]:
     """`StitchedKernel` runs (the op's own trace event, host tracer level 2), each parented to
     the op that ran it (the op event on its thread that holds it)."""
+    op_at = _op_finder(ops)
     out: list[Span] = []
     for ev in events:
         if ev.name != KERNEL_EVENT:
             continue
-        for i, (_, op_ev) in enumerate(ops):
-            if op_ev.line == ev.line and op_ev.start_ps <= ev.start_ps < op_ev.end_ps:
-                name = str(ev.stats.get("kernel", "kernel"))
-                kind = str(ev.stats.get("schedule", "")) or "StitchedKernel"
-                end = min(ev.end_ps, op_ev.end_ps)
-                out.append(
-                    Span(
-                        "kernel",
-                        name,
-                        kind,
-                        _rel_ns(ev.start_ps, step),
-                        _rel_ns(end, step),
-                        i,
-                        ev.line,
-                    )
-                )
-                break
+        i = op_at(ev.line, ev.start_ps)
+        if i is None:
+            continue
+        name = str(ev.stats.get("kernel", "kernel"))
+        kind = str(ev.stats.get("schedule", "")) or "StitchedKernel"
+        end = min(ev.end_ps, ops[i][1].end_ps)
+        out.append(
+            Span("kernel", name, kind, _rel_ns(ev.start_ps, step), _rel_ns(end, step), i, ev.line)
+        )
     return out
 
 

@@ -1,0 +1,183 @@
+"""The characterization report: tables (CSV and Markdown), figures (PNG) and an `index.html`
+linking them, written whole into a folder (built aside, then renamed into place)."""
+
+from __future__ import annotations
+
+import datetime
+import html
+import platform
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tf_stitch.characterize import plots, storage
+from tf_stitch.characterize.analyse import analyse, profile_runs
+from tf_stitch.runtime.cache import replace_dir
+
+MODEL_COLUMNS = [
+    "model",
+    "family",
+    "status",
+    "batch",
+    "latency_ms",
+    "launches_per_step",
+    "top_layer",
+    "top_layer_share",
+    "gflops_per_step",
+    "intensity",
+    "achieved_gflops",
+    "memory_bound_time_share",
+    "wall_s",
+    "error",
+]
+FUSION_COLUMNS = [
+    "model",
+    "kernels_before",
+    "kernels_after",
+    "kernel_ratio",
+    "latency_before_ms",
+    "latency_after_ms",
+    "speedup",
+    "outputs_match",
+    "optimize_s",
+    "error",
+]
+
+
+def _markdown(frame: pd.DataFrame, columns: list[str] | None = None, digits: int = 3) -> str:
+    if frame.empty:
+        return "(none)\n"
+    frame = frame[[c for c in (columns or list(frame.columns)) if c in frame.columns]]
+
+    def cell(v: Any) -> str:
+        if isinstance(v, float | np.floating):
+            return "" if np.isnan(v) else f"{v:.{digits}g}"
+        return str(v).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
+    lines += [
+        "| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _geomean(values: pd.Series) -> float:
+    v = values.dropna().astype(float)
+    v = v[v > 0]
+    return float(np.exp(np.log(v).mean())) if len(v) else float("nan")
+
+
+def summary(tables: dict[str, pd.DataFrame], records: list[dict[str, Any]]) -> dict[str, Any]:
+    models, fusion = tables["models"], tables["fusion"]
+    ok = models[models.status == "ok"]
+    starts = sorted(r.get("first_started") or r.get("started", "") for r in records)
+    out: dict[str, Any] = {
+        "models": len(models),
+        "ok": len(ok),
+        "failed": int((models.status != "ok").sum()),
+        "model_wall_s": float(pd.to_numeric(models.wall_s, errors="coerce").sum()),
+        "first_start": next((t for t in starts if t), ""),
+        "hosts": sorted({r.get("host", "") for r in records} - {""}),
+    }
+    if not fusion.empty and "speedup" in fusion:
+        out.update(
+            kernel_ratio_geomean=_geomean(fusion.kernel_ratio),
+            speedup_geomean=_geomean(fusion.speedup),
+            optimized=int(fusion.speedup.notna().sum()),
+            outputs_match=int(fusion.outputs_match.eq(True).sum()),
+        )
+    if "memory_bound_time_share" in ok:
+        out["memory_bound_time_share_median"] = float(ok.memory_bound_time_share.median())
+    return out
+
+
+def _report_md(tables: dict[str, pd.DataFrame], s: dict[str, Any], figures: list[Path]) -> str:
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        "# tf_stitch characterization",
+        "",
+        f"Written {now} by `tf-stitch characterize` on {', '.join(s['hosts']) or platform.node()}. "
+        f"{s['models']} models: {s['ok']} profiled, {s['failed']} failed; the models' processes "
+        f"took {s['model_wall_s'] / 60:.1f} min in all (first started {s['first_start']}).",
+        "",
+    ]
+    if "speedup_geomean" in s:
+        lines += [
+            f"tf_stitch optimized {s['optimized']} models ({s['outputs_match']} with outputs "
+            f"matching TensorFlow's): kernels per step {s['kernel_ratio_geomean']:.2f}x and "
+            f"latency speedup {s['speedup_geomean']:.2f}x (geometric means).",
+            "",
+        ]
+    lines += ["## Figures", ""] + [f"![{f.stem}](plots/{f.name})" for f in figures] + [""]
+    sections = [
+        ("Models", "models", MODEL_COLUMNS),
+        ("Effect of tf_stitch.optimize", "fusion", FUSION_COLUMNS),
+        ("Layer types over the zoo", "layer_types_zoo", None),
+        ("Latency and throughput by batch size", "latency_by_batch", None),
+        ("Top layers per model (by time per step)", "top_layers", None),
+        ("Top ops per model", "top_ops", None),
+    ]
+    for title, name, columns in sections:
+        frame = tables.get(name, pd.DataFrame())
+        lines += [f"## {title}", "", f"CSV: `tables/{name}.csv`", "", _markdown(frame, columns)]
+    lines += [
+        "Other tables (CSV): "
+        + ", ".join(f"`tables/{n}.csv`" for n in tables if n not in {x[1] for x in sections}),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _index_html(s: dict[str, Any], tables: dict[str, pd.DataFrame], figures: list[Path]) -> str:
+    esc = html.escape
+    items = "".join(
+        f'<li><a href="tables/{esc(n)}.csv">{esc(n)}.csv</a> · '
+        f'<a href="tables/{esc(n)}.md">{esc(n)}.md</a> ({len(t)} rows)</li>'
+        for n, t in tables.items()
+    )
+    figs = "".join(
+        f'<figure><img src="plots/{esc(f.name)}" alt="{esc(f.stem)}" style="max-width:100%">'
+        f"<figcaption>{esc(f.stem)}</figcaption></figure>"
+        for f in figures
+    )
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>tf_stitch characterization"
+        "</title></head><body style='font-family:sans-serif;max-width:1100px;margin:auto'>"
+        f"<h1>tf_stitch characterization</h1><p>{s['models']} models, {s['ok']} profiled, "
+        f"{s['failed']} failed. <a href='report.md'>report.md</a></p><h2>Tables</h2>"
+        f"<ul>{items}</ul><h2>Figures</h2>{figs}</body></html>"
+    )
+
+
+def write_report(logdir: str, out: Path) -> Path:
+    """Analyses every record and profile under `logdir` and writes the report into `out`."""
+    records = storage.read_records(logdir)
+    if not records:
+        raise ValueError(f"no characterization records under {logdir}: run the models first")
+    with tempfile.TemporaryDirectory(prefix="tf_stitch_report_") as scratch:
+        local = storage.local_profiles(logdir, profile_runs(records), Path(scratch))
+        tables = analyse(records, local)
+    s = summary(tables, records)
+
+    def fill(staging: Path) -> None:
+        (staging / "tables").mkdir()
+        (staging / "plots").mkdir()
+        for name, frame in tables.items():
+            frame.to_csv(staging / "tables" / f"{name}.csv", index=False)
+            (staging / "tables" / f"{name}.md").write_text(_markdown(frame))
+        p = staging / "plots"
+        made = [
+            plots.latency(tables["latency_by_batch"], p / "latency_vs_batch.png"),
+            plots.top_layers(tables["top_layers"], tables["models"], p / "top_layers.png"),
+            plots.layer_types(tables["layer_types_zoo"], p / "layer_types.png"),
+            plots.roofline(tables["roofline_layers"], tables["models"], p / "roofline.png"),
+            plots.fusion(tables["fusion"], p / "fusion.png"),
+        ]
+        figures = [f for f in made if f is not None]
+        (staging / "report.md").write_text(_report_md(tables, s, figures))
+        (staging / "index.html").write_text(_index_html(s, tables, figures))
+
+    return replace_dir(out, fill)

@@ -1,0 +1,56 @@
+"""The model zoo the characterization runs: every `keras.applications` architecture,
+transformer encoders and decoders built from configuration, recurrent and classic networks, and
+the fusion workloads — all built locally with seeded random weights, nothing downloaded.
+
+`zoo()` is the ordered registry (name -> `ZooEntry`); `get(spec)` finds an entry by name, or
+imports `package.module:function` (a function returning a `ZooEntry`: how to characterize a
+model of one's own).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+
+from tf_stitch.zoo.entry import Built, ZooEntry, keras_entry, random_inputs
+
+
+@functools.cache
+def zoo() -> dict[str, ZooEntry]:
+    """Every model of the zoo, by name, in a fixed order."""
+    from tf_stitch.zoo import keras_apps, recurrent, transformers, workloads
+
+    entries = [
+        *keras_apps.entries(),
+        *transformers.entries(),
+        *recurrent.entries(),
+        *workloads.entries(),
+    ]
+    return {e.name: e for e in entries}
+
+
+def is_custom(spec: str) -> bool:
+    return ":" in spec
+
+
+def get(spec: str) -> ZooEntry:
+    """The zoo entry `spec` names, or the `ZooEntry` that `module:function()` returns;
+    ValueError saying what is wrong otherwise."""
+    if is_custom(spec):
+        module_name, _, attr = spec.partition(":")
+        try:
+            entry = getattr(importlib.import_module(module_name), attr)()
+        except (ImportError, AttributeError) as e:
+            raise ValueError(f"cannot load the model {spec!r}: {e}") from None
+        if not isinstance(entry, ZooEntry):
+            raise ValueError(f"{spec} returned a {type(entry).__name__}, not a ZooEntry")
+        return entry
+    try:
+        return zoo()[spec]
+    except KeyError:
+        raise ValueError(
+            f"unknown model {spec!r}; `tf-stitch zoo list` lists the {len(zoo())} models"
+        ) from None
+
+
+__all__ = ["Built", "ZooEntry", "get", "is_custom", "keras_entry", "random_inputs", "zoo"]
