@@ -165,3 +165,18 @@ def test_a_model_profiled_without_tf_stitch_gets_only_that_part_later(tmp_path: 
     assert after is not None and after["runs"] == before["runs"]  # the base profile was kept
     assert after["peaks"] == before["peaks"] and after["stitched_run"]
     assert after["earlier_wall_s"] == pytest.approx(before["wall_s"])
+
+
+def test_the_tab_lists_the_campaigns_profiles(campaign: dict) -> None:  # type: ignore[type-arg]
+    from tensorboard.plugins import base_plugin
+    from werkzeug.test import Client
+
+    from tb_plugin.plugin import TfStitchPlugin
+
+    logdir = campaign["root"] / "logdir"
+    apps = TfStitchPlugin(base_plugin.TBContext(logdir=str(logdir))).get_plugin_apps()
+    body = json.loads(Client(apps["/runs"]).get("/runs").data)
+    expected = {f"{storage.safe_name(m)}_b1{s}" for m in OK for s in ("", "_stitched")}
+    assert set(body["profiles"]) == expected
+    meta = json.loads(Client(apps["/meta"]).get("/meta", query_string={"run": "mlp_b1"}).data)
+    assert meta["model"] == "mlp"

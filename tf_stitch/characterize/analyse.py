@@ -79,7 +79,7 @@ def analyse(records: list[dict[str, Any]], logdir: str) -> dict[str, pd.DataFram
             if base is not None:
                 row.update(_model_analyses(rec, base, parts, errors))
                 stitched = _stitched(rec, base, logdir, parts, errors)
-                if stitched:
+                if "stitched_run" in rec or "optimize_error" in rec:
                     fusion.append({"model": model, **stitched})
         row["analysis_errors"] = "; ".join(errors)[:300]
         models.append(row)

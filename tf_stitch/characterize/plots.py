@@ -117,7 +117,9 @@ def roofline(layers: pd.DataFrame, models: pd.DataFrame, path: Path) -> Path | N
 
 def fusion(effect: pd.DataFrame, path: Path) -> Path | None:
     """Kernels per step and latency before and after tf_stitch, per model."""
-    ok = effect.dropna(subset=["kernels_before", "kernels_after"]) if not effect.empty else effect
+    if effect.empty or not {"kernels_before", "kernels_after"} <= set(effect.columns):
+        return None
+    ok = effect.dropna(subset=["kernels_before", "kernels_after"])
     if ok.empty:
         return None
     plt = _pyplot()

@@ -3,9 +3,10 @@
 A multiply-add is 2 FLOPs. Convolutions (`Conv2D`, `Conv3D`, `DepthwiseConv2dNative`, the
 transposed `Conv2DBackpropInput`), `MatMul`, `BatchMatMul*` and `Einsum` count their
 multiply-adds from the output and the contracted sizes; elementwise ops 1 FLOP per output
-element (transcendental ones too); reductions 1 per input element; pooling its window per output
+element (transcendental ones too, `Rsqrt` 2); reductions 1 per input element; pooling its window per output
 element; softmax 5 and inference batch norm 2 per element. Data movement (transpose, concat,
-gather, pad, cast, ...) is 0 FLOPs. Bytes are the op's input and output tensors (weights
+gather, pad, cast, ...) is 0 FLOPs. These agree node for node with TensorFlow's own FLOP
+statistics (`tf.compat.v1.profiler`) where it has them (a test checks). Bytes are the op's input and output tensors (weights
 included), once each; ops that move no data (`op_launches.NO_KERNEL_OPS`) have none. An unknown
 dimension makes the op's figures NaN.
 
@@ -123,6 +124,7 @@ REDUCTIONS = frozenset(
     }
 )
 PER_ELEMENT = {
+    "Rsqrt": 2,  # a square root and a division, as TensorFlow's own FLOP statistics count it
     "Softmax": 5,
     "LogSoftmax": 5,
     "FusedBatchNorm": 2,
@@ -195,7 +197,7 @@ def op_flops(
         return 2.0 * out * dim(0, -2 if attrs.get("adj_x") else -1)
     if op == "Einsum":
         return _einsum_flops(str(attrs.get("equation", "")), shapes, out)
-    if op in ELEMENTWISE:
+    if op in ELEMENTWISE and op not in PER_ELEMENT:
         return out
     if op in REDUCTIONS:
         return _elements(shapes[0]) if shapes else math.nan
