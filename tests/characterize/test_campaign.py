@@ -37,6 +37,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> dict:  # type: ignore[
         steps=3,
         warmup=1,
         progress=log,
+        jobs=2,
     )
     yield {"root": root, "first": first, "log": log.getvalue()}
     mp.undo()
