@@ -96,6 +96,9 @@ def test_report_files(campaign: dict) -> None:  # type: ignore[type-arg]
         "latency_by_batch",
         "kernels_by_name",
         "kernels_per_layer",
+        "op_types",
+        "op_types_zoo",
+        "families",
     ):
         assert (report / "tables" / f"{name}.csv").is_file(), name
         assert (report / "tables" / f"{name}.md").is_file(), name
@@ -104,6 +107,7 @@ def test_report_files(campaign: dict) -> None:  # type: ignore[type-arg]
         "fusion.png",
         "latency_vs_batch.png",
         "layer_types.png",
+        "op_types.png",
         "roofline.png",
         "top_layers.png",
     ]
@@ -111,7 +115,9 @@ def test_report_files(campaign: dict) -> None:  # type: ignore[type-arg]
         assert p.read_bytes()[:8] == PNG
     index = (report / "index.html").read_text()
     assert all(f"plots/{name}" in index for name in plots)
-    assert "| mlp |" in (report / "report.md").read_text()
+    text = (report / "report.md").read_text()
+    assert "| mlp |" in text and "## Findings" in text
+    assert "Failed: " in text and "planted failure" in text
 
 
 def test_a_second_run_skips_finished_models(campaign: dict) -> None:  # type: ignore[type-arg]

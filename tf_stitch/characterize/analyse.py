@@ -19,6 +19,7 @@ from tf_stitch.profiler.analyses.kernels import (
     launches_per_step,
 )
 from tf_stitch.profiler.analyses.layer_variance import layer_variance
+from tf_stitch.profiler.analyses.op_types import op_type_distribution
 from tf_stitch.profiler.analyses.roofline import layer_roofline, op_roofline, ridge_point
 from tf_stitch.profiler.analyses.top_k import top_k
 from tf_stitch.profiler.analyses.type_distribution import type_distribution
@@ -47,6 +48,7 @@ def analyse(records: list[dict[str, Any]], logdir: str) -> dict[str, pd.DataFram
         for k in (
             "top_layers",
             "top_ops",
+            "op_types",
             "layer_types",
             "layer_variance",
             "kernels_per_layer",
@@ -90,6 +92,8 @@ def analyse(records: list[dict[str, Any]], logdir: str) -> dict[str, pd.DataFram
     }
     tables.update({name: _stack(p) for name, p in parts.items()})
     tables["layer_types_zoo"] = _zoo_types(tables["layer_types"], tables["models"])
+    tables["op_types_zoo"] = _zoo_types(tables["op_types"], tables["models"], "ops")
+    tables["families"] = _families(tables["models"], tables["fusion"])
     return tables
 
 
@@ -107,6 +111,8 @@ def _model_analyses(
     parts["top_layers"][model] = top_k(layers, TOP)
     parts["top_ops"][model] = top_k(p.table("op"), TOP)
     parts["layer_types"][model] = type_distribution(layers, p.meta.get("layer_types", {}))
+    parts["op_types"][model] = op_type_distribution(p.table("op"))
+    row["framework_share"] = float(layers[layers.type == "framework"].share.sum())
     parts["layer_variance"][model] = layer_variance(spans)
     parts["kernels_per_layer"][model] = kernels_per_layer(spans).head(TOP)
     top = layers[layers.type != "framework"].head(1)
@@ -161,17 +167,19 @@ def _stitched(
     return out
 
 
-def _zoo_types(per_model: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
-    """Layer types over the zoo: in how many models, how many layers, and their mean share of
-    a model's layer time (each model weighs the same)."""
+def _zoo_types(
+    per_model: pd.DataFrame, models: pd.DataFrame, count: str = "layers"
+) -> pd.DataFrame:
+    """Layer (or op) types over the zoo: in how many models, how many layers (ops), and their
+    mean share of a model's layer (op) time (each model weighs the same)."""
     if per_model.empty:
         return pd.DataFrame()
     n = max(int((models.status == "ok").sum()), 1)
     g = per_model.groupby("type").agg(
-        models=("model", "nunique"), layers=("layers", "sum"), time_share_sum=("time_share", "sum")
+        models=("model", "nunique"), **{count: (count, "sum")}, time_share_sum=("time_share", "sum")
     )
     g["mean_time_share"] = g.time_share_sum / n
-    g["count_share"] = g.layers / g.layers.sum()
+    g["count_share"] = g[count] / g[count].sum()
     out = g.drop(columns="time_share_sum").reset_index()
     return out.sort_values("mean_time_share", ascending=False, ignore_index=True)
 
@@ -180,3 +188,28 @@ def profile_runs(records: list[dict[str, Any]]) -> list[str]:
     """Every profile run the records name."""
     runs = [r for rec in records for r in rec.get("runs", {}).values()]
     return runs + [rec["stitched_run"] for rec in records if rec.get("stitched_run")]
+
+
+def _families(models: pd.DataFrame, fusion: pd.DataFrame) -> pd.DataFrame:
+    """Per model family: models profiled, and the medians of latency, the memory-bound share
+    of op time, TensorFlow's own share of the step and the achieved GFLOP/s; with tf_stitch's
+    kernel ratio and speedup (geometric means) where it ran."""
+    ok = models[models.status == "ok"]
+    if ok.empty:
+        return pd.DataFrame()
+    columns = ["latency_ms", "memory_bound_time_share", "framework_share", "achieved_gflops"]
+    present = [c for c in columns if c in ok]
+    out = ok.groupby("family").agg(
+        models=("model", "size"), **{f"median_{c}": (c, "median") for c in present}
+    )
+    if not fusion.empty and "speedup" in fusion:
+        joined = fusion.merge(ok[["model", "family"]], on="model")
+        geo = joined.groupby("family")[["kernel_ratio", "speedup"]].agg(_geomean)
+        out = out.join(geo.add_prefix("geomean_"))
+    return out.reset_index()
+
+
+def _geomean(values: pd.Series) -> float:
+    v = pd.to_numeric(values, errors="coerce").dropna()
+    v = v[v > 0]
+    return float(np.exp(np.log(v).mean())) if len(v) else float("nan")

@@ -67,17 +67,19 @@ def top_layers(top: pd.DataFrame, models: pd.DataFrame, path: Path) -> Path | No
     return _save(fig, path)
 
 
-def layer_types(zoo_types: pd.DataFrame, path: Path, k: int = 15) -> Path | None:
-    """The most common layer types over the zoo, by time and by count."""
+def layer_types(
+    zoo_types: pd.DataFrame, path: Path, kind: str = "layer", k: int = 15
+) -> Path | None:
+    """The most common layer (or op) types over the zoo, by time and by count."""
     if zoo_types.empty:
         return None
     plt = _pyplot()
     top = zoo_types.head(k).iloc[::-1]
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 5), sharey=True)
     a.barh(top.type, top.mean_time_share * 100, color="#c44e52")
-    a.set_xlabel("mean % of a model's layer time")
+    a.set_xlabel(f"mean % of a model's {kind} time")
     b.barh(top.type, top.count_share * 100, color="#8172b2")
-    b.set_xlabel("% of all layers")
+    b.set_xlabel(f"% of all {kind}s")
     a.tick_params(labelsize=8)
     return _save(fig, path)
 

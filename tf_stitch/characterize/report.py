@@ -94,6 +94,59 @@ def summary(tables: dict[str, pd.DataFrame], records: list[dict[str, Any]]) -> d
     return out
 
 
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def findings(tables: dict[str, pd.DataFrame]) -> list[str]:
+    """What the tables say across the levels, as sentences computed from them."""
+    models, fusion = tables["models"], tables["fusion"]
+    ok = models[models.status == "ok"]
+    out: list[str] = []
+    if "memory_bound_time_share" in ok and ok.memory_bound_time_share.notna().any():
+        share = ok.set_index("model").memory_bound_time_share.dropna()
+        out.append(
+            f"- Memory-bound ops (arithmetic intensity below the measured ridge point) take a "
+            f"median {_pct(share.median())} of the op time per model, from "
+            f"{_pct(share.min())} ({share.idxmin()}) to {_pct(share.max())} ({share.idxmax()})."
+        )
+    if "framework_share" in ok and ok.framework_share.notna().any():
+        fw = ok.set_index("model").framework_share.dropna()
+        out.append(
+            f"- TensorFlow's own time around the ops (the call before the first op and the return "
+            f"after the last) is a median {_pct(fw.median())} of a step, up to {_pct(fw.max())} "
+            f"({fw.idxmax()}): the part of the latency no op-level tool attributes."
+        )
+    ops = tables.get("op_types_zoo", pd.DataFrame())
+    if not ops.empty:
+        top = ", ".join(f"{r.type} ({_pct(r.mean_time_share)})" for r in ops.head(5).itertuples())
+        out.append(f"- The op types with the largest mean share of a model's op time: {top}.")
+    layers = tables.get("layer_types_zoo", pd.DataFrame())
+    if not layers.empty:
+        top = ", ".join(
+            f"{r.type} ({_pct(r.mean_time_share)} of the time, {_pct(r.count_share)} of the layers)"
+            for r in layers.head(3).itertuples()
+        )
+        out.append(f"- Layer types by mean share of a model's layer time: {top}.")
+    if not fusion.empty and "speedup" in fusion:
+        ran = fusion.dropna(subset=["speedup"])
+        slower = ran[ran.speedup < 1].model.tolist()
+        more = ran[ran.kernels_after > ran.kernels_before].model.tolist()
+        failed = fusion[fusion.speedup.isna()].model.tolist()
+        out.append(
+            f"- tf_stitch ran on {len(ran)} models: faster on {len(ran) - len(slower)}, slower on "
+            f"{len(slower)} ({', '.join(slower) or 'none'}); more kernels per step than "
+            f"TensorFlow on {len(more)} ({', '.join(more) or 'none'}); it did not run on "
+            f"{len(failed)} ({', '.join(failed) or 'none'})."
+        )
+    if (models.status != "ok").any():
+        bad = models[models.status != "ok"]
+        out.append(
+            "- Failed: " + "; ".join(f"{r.model} ({r.error[:80]})" for r in bad.itertuples())
+        )
+    return out or ["- (no profiles)"]
+
+
 def _report_md(tables: dict[str, pd.DataFrame], s: dict[str, Any], figures: list[Path]) -> str:
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
@@ -111,11 +164,14 @@ def _report_md(tables: dict[str, pd.DataFrame], s: dict[str, Any], figures: list
             f"latency speedup {s['speedup_geomean']:.2f}x (geometric means).",
             "",
         ]
+    lines += ["## Findings", "", *findings(tables), ""]
     lines += ["## Figures", ""] + [f"![{f.stem}](plots/{f.name})" for f in figures] + [""]
     sections = [
+        ("Model families", "families", None),
         ("Models", "models", MODEL_COLUMNS),
         ("Effect of tf_stitch.optimize", "fusion", FUSION_COLUMNS),
         ("Layer types over the zoo", "layer_types_zoo", None),
+        ("Op types over the zoo", "op_types_zoo", None),
         ("Latency and throughput by batch size", "latency_by_batch", None),
         ("Top layers per model (by time per step)", "top_layers", None),
         ("Top ops per model", "top_ops", None),
@@ -173,6 +229,7 @@ def write_report(logdir: str, out: Path) -> Path:
             plots.latency(tables["latency_by_batch"], p / "latency_vs_batch.png"),
             plots.top_layers(tables["top_layers"], tables["models"], p / "top_layers.png"),
             plots.layer_types(tables["layer_types_zoo"], p / "layer_types.png"),
+            plots.layer_types(tables["op_types_zoo"], p / "op_types.png", "op"),
             plots.roofline(tables["roofline_layers"], tables["models"], p / "roofline.png"),
             plots.fusion(tables["fusion"], p / "fusion.png"),
         ]

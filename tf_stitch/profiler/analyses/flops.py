@@ -3,12 +3,12 @@
 A multiply-add is 2 FLOPs. Convolutions (`Conv2D`, `Conv3D`, `DepthwiseConv2dNative`, the
 transposed `Conv2DBackpropInput`), `MatMul`, `BatchMatMul*` and `Einsum` count their
 multiply-adds from the output and the contracted sizes; elementwise ops 1 FLOP per output
-element (transcendental ones too, `Rsqrt` 2); reductions 1 per input element; pooling its window per output
-element; softmax 5 and inference batch norm 2 per element. Data movement (transpose, concat,
-gather, pad, cast, ...) is 0 FLOPs. These agree node for node with TensorFlow's own FLOP
-statistics (`tf.compat.v1.profiler`) where it has them (a test checks). Bytes are the op's input and output tensors (weights
-included), once each; ops that move no data (`op_launches.NO_KERNEL_OPS`) have none. An unknown
-dimension makes the op's figures NaN.
+element (transcendental ones too, `Rsqrt` 2); reductions 1 per input element; pooling its
+window per output element; softmax 5 and inference batch norm 2 per element. Data movement
+(transpose, concat, gather, pad, cast, ...) is 0 FLOPs. These agree node for node with
+TensorFlow's own FLOP statistics (`tf.compat.v1.profiler`) where it has them (a test checks).
+Bytes are the op's input and output tensors (weights included), once each; ops that move no
+data (`op_launches.NO_KERNEL_OPS`) have none. An unknown dimension makes the op's figures NaN.
 
 An op Grappler fused into another (Conv2D + BiasAdd + Relu -> `_FusedConv2D`, named as the Relu)
 did not run on its own: `executed_costs` adds it to the op that ran in its place (the first op
