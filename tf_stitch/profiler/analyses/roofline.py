@@ -4,7 +4,9 @@ FLOP/s under the machine's measured peaks, and whether it is memory- or compute-
 An op is memory-bound when its intensity (FLOPs per byte) is below the ridge point, peak FLOP/s
 over peak bytes/s (Williams et al., 2009); an op with no FLOPs that moves data is memory-bound,
 one that does neither (a variable read) is `none`, one with unknown shapes `unknown`.
-Times are per step, averaged over the traced steps.
+Times are per step, averaged over the traced steps, and are the ops' traced durations (`raw_ns`):
+the per-event tracing correction is an average that can exceed a microsecond-long op's whole
+duration (it would put such ops above the roof), while an op's own trace event costs it little.
 """
 
 from __future__ import annotations
@@ -61,11 +63,11 @@ def _classify(frame: pd.DataFrame, peaks: Mapping[str, Any]) -> pd.DataFrame:
 def op_roofline(
     op_spans: pd.DataFrame, costs: pd.DataFrame, peaks: Mapping[str, Any]
 ) -> pd.DataFrame:
-    """One row per op that ran (by node name): calls and ms per step (corrected times, mean over
+    """One row per op that ran (by node name): calls and ms per step (traced times, mean over
     steps), FLOPs and bytes per step (`flops.executed_costs` times calls), intensity, achieved
     and attainable GFLOP/s, and the bound; slowest first."""
     steps = max(op_spans.step.nunique(), 1)
-    runs = op_spans.groupby(["name", "type"]).agg(calls=("id", "size"), ns=("corrected_ns", "sum"))
+    runs = op_spans.groupby(["name", "type"]).agg(calls=("id", "size"), ns=("raw_ns", "sum"))
     runs = runs.reset_index()
     runs["calls_per_step"] = runs.calls / steps
     runs["ms_per_step"] = runs.ns / steps / 1e6
