@@ -204,12 +204,13 @@ def _families(models: pd.DataFrame, fusion: pd.DataFrame) -> pd.DataFrame:
     )
     if not fusion.empty and "speedup" in fusion:
         joined = fusion.merge(ok[["model", "family"]], on="model")
-        geo = joined.groupby("family")[["kernel_ratio", "speedup"]].agg(_geomean)
+        geo = joined.groupby("family")[["kernel_ratio", "speedup"]].agg(geomean)
         out = out.join(geo.add_prefix("geomean_"))
     return out.reset_index()
 
 
-def _geomean(values: pd.Series) -> float:
+def geomean(values: pd.Series) -> float:
+    """Geometric mean of the positive numbers in `values` (NaN if none)."""
     v = pd.to_numeric(values, errors="coerce").dropna()
     v = v[v > 0]
     return float(np.exp(np.log(v).mean())) if len(v) else float("nan")

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from tf_stitch.characterize import plots, storage
-from tf_stitch.characterize.analyse import analyse, profile_runs
+from tf_stitch.characterize.analyse import analyse, geomean, profile_runs
 from tf_stitch.runtime.cache import replace_dir
 
 MODEL_COLUMNS = [
@@ -64,12 +64,6 @@ def _markdown(frame: pd.DataFrame, columns: list[str] | None = None, digits: int
     return "\n".join(lines) + "\n"
 
 
-def _geomean(values: pd.Series) -> float:
-    v = values.dropna().astype(float)
-    v = v[v > 0]
-    return float(np.exp(np.log(v).mean())) if len(v) else float("nan")
-
-
 def summary(tables: dict[str, pd.DataFrame], records: list[dict[str, Any]]) -> dict[str, Any]:
     models, fusion = tables["models"], tables["fusion"]
     ok = models[models.status == "ok"]
@@ -84,8 +78,8 @@ def summary(tables: dict[str, pd.DataFrame], records: list[dict[str, Any]]) -> d
     }
     if not fusion.empty and "speedup" in fusion:
         out.update(
-            kernel_ratio_geomean=_geomean(fusion.kernel_ratio),
-            speedup_geomean=_geomean(fusion.speedup),
+            kernel_ratio_geomean=geomean(fusion.kernel_ratio),
+            speedup_geomean=geomean(fusion.speedup),
             optimized=int(fusion.speedup.notna().sum()),
             outputs_match=int(fusion.outputs_match.eq(True).sum()),
         )
