@@ -33,6 +33,11 @@ MODEL_COLUMNS = [
     "wall_s",
     "error",
 ]
+# Tables with a row per op or layer keep each model's slowest (or most variable) rows; the
+# figures use every row.
+PER_MODEL_LIMITED = {"roofline_ops", "roofline_layers", "layer_variance"}
+PER_MODEL_ROWS = 30
+MARKDOWN_ROWS = 500
 FUSION_COLUMNS = [
     "model",
     "kernels_before",
@@ -216,8 +221,15 @@ def write_report(logdir: str, out: Path) -> Path:
         (staging / "tables").mkdir()
         (staging / "plots").mkdir()
         for name, frame in tables.items():
+            if name in PER_MODEL_LIMITED and "model" in frame:
+                frame = frame.groupby("model", sort=False).head(PER_MODEL_ROWS)
             frame.to_csv(staging / "tables" / f"{name}.csv", index=False)
-            (staging / "tables" / f"{name}.md").write_text(_markdown(frame))
+            text = (
+                _markdown(frame)
+                if len(frame) <= MARKDOWN_ROWS
+                else (f"{len(frame)} rows: see {name}.csv\n")
+            )
+            (staging / "tables" / f"{name}.md").write_text(text)
         p = staging / "plots"
         made = [
             plots.latency(tables["latency_by_batch"], p / "latency_vs_batch.png"),
