@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import tensorflow as tf
 
 from tf_stitch.characterize import storage
 from tf_stitch.characterize.campaign import characterize, parse_shard, select_models
@@ -187,3 +188,50 @@ def test_the_tab_lists_the_campaigns_profiles(campaign: dict) -> None:  # type: 
     assert set(body["profiles"]) == expected
     meta = json.loads(Client(apps["/meta"]).get("/meta", query_string={"run": "mlp_b1"}).data)
     assert meta["model"] == "mlp"
+
+
+class _HeldOut(tf.Module):
+    """A model that is not in the zoo: dense layer, tanh-GELU, a row normalization."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = tf.Variable(tf.random.stateless_normal([24, 48], seed=[7, 7]) * 0.2)
+        self.b = tf.Variable(tf.zeros([48]))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 24], tf.float32, name="features")])
+    def serve(self, features: tf.Tensor) -> dict[str, tf.Tensor]:
+        h = tf.nn.gelu(tf.matmul(features, self.w) + self.b, approximate=True)
+        mean, var = tf.nn.moments(h, axes=[1], keepdims=True)
+        return {"scores": (h - mean) * tf.math.rsqrt(var + 1e-5)}
+
+
+def test_a_saved_model_that_is_not_in_the_zoo(tmp_path: Path) -> None:
+    module = _HeldOut()
+    path = tmp_path / "held_out_model"
+    tf.saved_model.save(module, str(path), signatures={"serving_default": module.serve})
+    logdir = str(tmp_path / "logdir")
+    result = characterize(
+        [str(path)],
+        batch_sizes=[4],
+        logdir=logdir,
+        report=str(tmp_path / "report"),
+        steps=3,
+        warmup=1,
+        progress=io.StringIO(),
+    )
+    assert result["failed"] == []
+    rec = storage.read_record(logdir, str(path))
+    assert rec is not None and rec["status"] == "ok" and rec["family"] == "file"
+    assert rec["outputs_match"] is True and rec["stitched_kernels"] >= 1
+    p = Profile.load(logdir, rec["runs"]["4"])
+    assert p.meta["batch"] == 4
+    # The restored function's ops are in the op table under the names the executor ran them
+    # with; the function was saved for any batch, so the batch dimension is unknown there.
+    ops = p.ops.set_index("name")
+    ran = set(p.level("op").name)
+    matmul = [n for n in ran if n.endswith("/MatMul")]
+    assert len(matmul) == 1 and ops.loc[matmul[0], "op"] == "MatMul"
+    assert ops.loc[matmul[0], "input_shapes"] == [[-1, 24], [24, 48]]
+    assert ran <= set(ops.index) | {n for n in ran if "ArithmeticOptimizer" in n}
+    roof = pd.read_csv(tmp_path / "report" / "tables" / "roofline_ops.csv")
+    assert set(roof[roof.type == "MatMul"].bound) == {"unknown"}

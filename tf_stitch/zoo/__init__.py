@@ -2,9 +2,9 @@
 transformer encoders and decoders built from configuration, recurrent and classic networks, and
 the fusion workloads — all built locally with seeded random weights, nothing downloaded.
 
-`zoo()` is the ordered registry (name -> `ZooEntry`); `get(spec)` finds an entry by name, or
-imports `package.module:function` (a function returning a `ZooEntry`: how to characterize a
-model of one's own).
+`zoo()` is the ordered registry (name -> `ZooEntry`); `get(spec)` finds an entry by name, reads a
+SavedModel directory or a Keras file, or imports `package.module:function` (a function returning
+a `ZooEntry`): how to characterize models of one's own.
 """
 
 from __future__ import annotations
@@ -30,12 +30,20 @@ def zoo() -> dict[str, ZooEntry]:
 
 
 def is_custom(spec: str) -> bool:
-    return ":" in spec
+    """A spec that is not a zoo name: `module:function` or a model file or directory."""
+    from tf_stitch.zoo.files import is_model_file
+
+    return ":" in spec or is_model_file(spec)
 
 
 def get(spec: str) -> ZooEntry:
     """The zoo entry `spec` names, or the `ZooEntry` that `module:function()` returns;
-    ValueError saying what is wrong otherwise."""
+    ValueError saying what is wrong otherwise. A SavedModel directory or a `.keras`/`.h5` file
+    is an entry of its own (`zoo/files.py`)."""
+    from tf_stitch.zoo.files import file_entry, is_model_file
+
+    if is_model_file(spec):
+        return file_entry(spec)
     if is_custom(spec):
         module_name, _, attr = spec.partition(":")
         try:
