@@ -128,6 +128,8 @@ def _model_analyses(
             parts["roofline_layers"][model] = layer_roofline(spans, roof, peaks)
             flops, moved = np.nansum(roof.flops), np.nansum(roof.bytes)
             memory_ms = roof[roof.bound == "memory"].ms_per_step.sum()
+            classified_ms = memory_ms + roof[roof.bound == "compute"].ms_per_step.sum()
+            total_ms = roof.ms_per_step.sum()
             row.update(
                 gflops_per_step=flops / 1e9,
                 mbytes_per_step=moved / 1e6,
@@ -136,9 +138,10 @@ def _model_analyses(
                 peak_gflops=peaks["flops_per_s"] / 1e9,
                 peak_gbytes=peaks["bytes_per_s"] / 1e9,
                 ridge=ridge_point(peaks),
-                memory_bound_time_share=memory_ms / roof.ms_per_step.sum()
-                if roof.ms_per_step.sum()
-                else np.nan,
+                # Of the op time spent in ops whose FLOPs and bytes are known.
+                memory_bound_time_share=memory_ms / classified_ms if classified_ms else np.nan,
+                # How much of the op time has known FLOPs (ops in loop bodies have none).
+                costed_time_share=classified_ms / total_ms if total_ms else np.nan,
             )
     return row
 

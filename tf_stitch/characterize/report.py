@@ -30,6 +30,7 @@ MODEL_COLUMNS = [
     "intensity",
     "achieved_gflops",
     "memory_bound_time_share",
+    "costed_time_share",
     "wall_s",
     "error",
 ]
@@ -103,11 +104,19 @@ def findings(tables: dict[str, pd.DataFrame]) -> list[str]:
     ok = models[models.status == "ok"]
     out: list[str] = []
     if "memory_bound_time_share" in ok and ok.memory_bound_time_share.notna().any():
-        share = ok.set_index("model").memory_bound_time_share.dropna()
+        costed = ok.set_index("model")
+        share = costed[costed.costed_time_share >= 0.5].memory_bound_time_share.dropna()
+        partial = costed[costed.costed_time_share < 0.5].index.tolist()
         out.append(
             f"- Memory-bound ops (arithmetic intensity below the measured ridge point) take a "
             f"median {_pct(share.median())} of the op time per model, from "
-            f"{_pct(share.min())} ({share.idxmin()}) to {_pct(share.max())} ({share.idxmax()})."
+            f"{_pct(share.min())} ({share.idxmin()}) to {_pct(share.max())} ({share.idxmax()})"
+            + (
+                f"; left out: {', '.join(partial)}, whose FLOPs are known for less than half of "
+                "the op time (the ops of loop bodies have none)."
+                if partial
+                else "."
+            )
         )
     if "framework_share" in ok and ok.framework_share.notna().any():
         fw = ok.set_index("model").framework_share.dropna()
