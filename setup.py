@@ -23,6 +23,7 @@ setup(
         "pandas",
         "opentelemetry-sdk",
         "opentelemetry-exporter-otlp-proto-http",
+        "matplotlib",  # the characterization report's figures
     ],
     # scipy: for JAX, installed --no-deps by the README's test command (XLA:GPU counts)
     # playwright: drives Debian's Chromium in the tab's browser test (no browser download)
