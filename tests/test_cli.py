@@ -57,8 +57,9 @@ def test_explain_prints_the_plan(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "kernel" in out and "decisions:" in out
 
 
-def test_demo_runs_end_to_end_small() -> None:
-    """The console script itself, on a short sequence so that it stays quick."""
+def test_demo_runs_end_to_end_small_and_its_model_converts(tmp_path: Path) -> None:
+    """The console script itself, on a short sequence so that it stays quick; then, as the
+    README shows, `tf-stitch convert` on the SavedModel the demo saved."""
     script = Path(sys.executable).with_name("tf-stitch")
     cmd = [str(script)] if script.exists() else [sys.executable, "-m", "tf_stitch.cli"]
     done = subprocess.run(
@@ -66,7 +67,27 @@ def test_demo_runs_end_to_end_small() -> None:
         capture_output=True,
         text=True,
         timeout=600,
+        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "match" in done.stdout and "kernels/step" in done.stdout
     assert "tf_stitch" in done.stdout and "XLA:CPU" in done.stdout
+    assert (tmp_path / "tf_stitch_demo" / "encoder" / "saved_model.pb").is_file()
+    assert "tf-stitch convert tf_stitch_demo/encoder tf_stitch_demo/encoder_stitched" in done.stdout
+    converted = subprocess.run(
+        [
+            *cmd,
+            "convert",
+            "tf_stitch_demo/encoder",
+            "tf_stitch_demo/encoder_stitched",
+            "--targets",
+            "cpu",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
+    assert converted.returncode == 0, converted.stderr[-2000:]
+    assert "kernels replace" in converted.stdout and "max abs diff" in converted.stdout
+    assert (tmp_path / "tf_stitch_demo" / "encoder_stitched" / "saved_model.pb").is_file()

@@ -63,10 +63,13 @@ def test_the_package_exports_only_the_public_api() -> None:
     import tf_stitch
 
     assert set(tf_stitch.__all__) == {
+        "ConversionError",
+        "Converter",
         "LaunchReport",
         "OptimizedFunction",
         "Profile",
         "ProfileError",
+        "convert_saved_model",
         "count_launches",
         "explain",
         "function",

@@ -12,7 +12,12 @@ from typing import Any
 def _demo(args: argparse.Namespace) -> int:
     from tf_stitch import demo
 
-    result = demo.run(batch=args.batch, seq_len=args.seq_len, rounds=args.rounds)
+    result = demo.run(
+        batch=args.batch,
+        seq_len=args.seq_len,
+        rounds=args.rounds,
+        export_dir=None if args.no_export else args.export,
+    )
     return 0 if result.outputs_match else 1
 
 
@@ -39,6 +44,12 @@ def _optimize(args: argparse.Namespace) -> int:
     kernels = sum(1 for n in graph_def.node if n.op == "StitchedKernel")
     print(f"tf-stitch: wrote {out} ({kernels} stitched kernels, {len(graph_def.node)} nodes)")
     return 0
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from tf_stitch.convert import command
+
+    return command.run(args)
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -151,6 +162,12 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--batch", type=int, default=4)
     d.add_argument("--seq-len", type=int, default=128)
     d.add_argument("--rounds", type=int, default=10)
+    d.add_argument(
+        "--export",
+        default="tf_stitch_demo/encoder",
+        help="save the encoder layer here as a SavedModel (for `tf-stitch convert`)",
+    )
+    d.add_argument("--no-export", action="store_true", help="do not save the SavedModel")
     d.set_defaults(run=_demo)
     o = sub.add_parser("optimize", help="optimize a frozen GraphDef (.pb)")
     o.add_argument("input")
@@ -210,6 +227,11 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--timeout", type=float, default=3600, help="seconds per model")
     c.add_argument("--otlp-endpoint", help="also send every profile over OTLP/HTTP")
     c.set_defaults(run=_characterize)
+    cv = sub.add_parser("convert", help="convert a SavedModel into a stitched SavedModel")
+    from tf_stitch.convert.command import add_arguments
+
+    add_arguments(cv)
+    cv.set_defaults(run=_convert)
     z = sub.add_parser("zoo", help="the model zoo: `tf-stitch zoo list`")
     z.add_argument("action", choices=("list",))
     z.set_defaults(run=_zoo)

@@ -6,6 +6,7 @@ import platform
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
@@ -29,9 +30,15 @@ def _log(out: TextIO, text: str) -> None:
 
 
 def run(
-    batch: int = 4, seq_len: int = 128, rounds: int = 10, out: TextIO = sys.stdout
+    batch: int = 4,
+    seq_len: int = 128,
+    rounds: int = 10,
+    out: TextIO = sys.stdout,
+    export_dir: str | None = None,
 ) -> DemoResult:
-    """Builds, optimizes, checks and measures the encoder layer; prints a report to `out`."""
+    """Builds, optimizes, checks and measures the encoder layer; prints a report to `out`.
+    With `export_dir`, also saves the (unoptimized) layer there as a SavedModel, replacing an
+    earlier one, for `tf-stitch convert` to work on."""
     import tensorflow as tf
 
     import tf_stitch
@@ -91,9 +98,27 @@ def run(
     )
     for note in report.notes:
         _log(out, f"note: {note}")
+    if export_dir is not None:
+        export(model, Path(export_dir))
+        _log(
+            out,
+            f"saved the encoder layer as a SavedModel in {export_dir}; stitch it with "
+            f"`tf-stitch convert {export_dir} {export_dir}_stitched`",
+        )
     _log(
         out,
         f"({rounds} interleaved rounds; {platform.node()}, {_cpu()}; "
         f"{time.perf_counter() - started:.0f} s in all)",
     )
     return DemoResult(err, ok, kernels, latency, len(optimized.kernels))
+
+
+def export(model: Any, directory: Path) -> None:
+    """Saves a Keras model as a SavedModel (signature `serving_default`) in `directory`, which
+    appears whole or not at all."""
+    from tf_stitch.convert.write import write_atomically
+
+    write_atomically(
+        directory,
+        lambda staging: model.export(str(staging), format="tf_saved_model", verbose=False),
+    )

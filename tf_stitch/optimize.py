@@ -83,7 +83,7 @@ def optimize(
     Without nvcc, one warning says so and the kernels are CPU-only.
     """
     frontend = frontends.load(obj, inputs=inputs, outputs=outputs, input_signature=input_signature)
-    graph, ctx = _optimize_graph(frontend.graph, on_chip_budget, cuda)
+    graph, ctx = optimize_graph(frontend.graph, on_chip_budget, cuda)
     graph_def = graph_to_graph_def(graph)
     if frontend.kind == "graph_def":
         return graph_def
@@ -97,13 +97,13 @@ def optimize(
     )
 
 
-def _optimize_graph(
-    graph: Graph, on_chip_budget: int | None, cuda: bool = False
+def optimize_graph(
+    graph: Graph, on_chip_budget: int | None, cuda: bool = False, fallback: bool = False
 ) -> tuple[Graph, PassContext]:
     op_library.load()
-    options = Options(cuda=cuda)
+    options = Options(cuda=cuda, fallback=fallback)
     if on_chip_budget is not None:
-        options = Options(on_chip_budget=on_chip_budget, cuda=cuda)
+        options = Options(on_chip_budget=on_chip_budget, cuda=cuda, fallback=fallback)
     optimized, ctx = run_pipeline(graph, options)
     problem = validate(graph, optimized)
     if problem:

@@ -17,7 +17,7 @@ from tf_stitch.fusion.legality import SMALL_MATMUL_BYTES
 from tf_stitch.fusion.planner import PlannerOptions, plan_groups
 from tf_stitch.graph.frontends import load
 from tf_stitch.graph.ir import TensorRef
-from tf_stitch.optimize import _optimize_graph
+from tf_stitch.optimize import optimize_graph
 
 S = tf.TensorSpec
 
@@ -75,7 +75,7 @@ def test_concatenated_and_sliced_operands_are_read_in_place() -> None:
 def test_segments_of_a_concat_of_a_slice_and_a_tensor() -> None:
     specs = [S([None, 16]), S([None, 6, 8]), S([24, 32])]
     f = tf.function(lambda h, seq, w: _gru_cell(h, seq[:, 4], w), input_signature=specs)
-    _, ctx = _optimize_graph(load(f.get_concrete_function()).graph, None)
+    _, ctx = optimize_graph(load(f.get_concrete_function()).graph, None)
     (group,) = ctx.plan.groups
     (tile,) = group.layout.tiles.values()
     seq, h = TensorRef("seq"), TensorRef("h")

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_stitch.runtime import op_library
+from tf_stitch.runtime import op_library, prebuilt
 from tf_stitch.runtime.kernel_compiler import compile_kernel, kernel_key, kernel_path
 
 # y[s0, 5] = x[s0, 5] + 1; one unit is one row.
@@ -183,7 +183,7 @@ def test_op_library_does_not_link_cuda(ops: ModuleType, op_cache: Path) -> None:
 
 def test_op_library_key_covers_its_build(monkeypatch: pytest.MonkeyPatch) -> None:
     key = op_library.op_library_key()
-    monkeypatch.setattr(op_library, "_BASE_FLAGS", (*op_library._BASE_FLAGS, "-DEXTRA"))
+    monkeypatch.setattr(prebuilt, "BASE_FLAGS", (*prebuilt.BASE_FLAGS, "-DEXTRA"))
     assert op_library.op_library_key() != key
 
 
@@ -452,11 +452,13 @@ def test_library_that_is_not_a_shared_object(ops: ModuleType) -> None:
         ops.stitched_kernel([rows(2)], **add_one_attrs(key))
 
 
+# Importing tf_stitch loads the op library installed with the package; building into the
+# cache is what a machine without that library (or with another TensorFlow) does.
 _LOAD_OP_LIBRARY = """
 from tf_stitch.runtime import op_library
 module = op_library.load()
 assert callable(module.stitched_kernel)
-print(op_library.op_library_path())
+print(op_library.build())
 """
 
 

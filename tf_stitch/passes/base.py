@@ -29,6 +29,9 @@ class Options:
     kernel_source: str = field(default_factory=lambda: os.environ.get("TF_STITCH_KERNELS", "cpu"))
     # Also build every kernel as CUDA (a fatbin) for the op's GPU kernel.
     cuda: bool = False
+    # Give every StitchedKernel its group's original ops as a `fallback` function (a converted
+    # SavedModel runs them where the kernel cannot be loaded).
+    fallback: bool = False
 
     def __post_init__(self) -> None:
         if self.kernel_source not in KERNEL_SOURCES:

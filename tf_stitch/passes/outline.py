@@ -5,6 +5,7 @@ cannot be generated or compiled stays as its original TensorFlow ops, with a war
 why. Fetched tensors keep their node names through an Identity reading the kernel's output.
 With `Options.cuda`, every kernel the CUDA emitter handles is also compiled by nvcc; its node
 then carries the fatbin's key and `_kernel: "cuda"`, which selects the op's GPU kernel on a GPU.
+With `Options.fallback`, every node also carries its group's ops as a function (fallback.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import tensorflow as tf
+
 from tf_stitch.codegen.cpu import emit_cpu
 from tf_stitch.codegen.cuda import CudaUnsupported, emit_cuda, flat_elements
 from tf_stitch.codegen.kernel_ir import Kernel
@@ -22,8 +25,9 @@ from tf_stitch.codegen.lower import LoweringError, lower
 from tf_stitch.codegen.op_attrs import cuda_attrs, stitched_kernel_attrs
 from tf_stitch.codegen.simt import emulated_source
 from tf_stitch.fusion.planner import Group
-from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef
+from tf_stitch.graph.ir import AttrList, DType, FuncRef, Graph, Node, TensorInfo, TensorRef
 from tf_stitch.passes.base import KernelInfo, PassContext, graph_pass
+from tf_stitch.passes.fallback import add_functions, fallback_function
 from tf_stitch.runtime.cuda_compiler import NvccMissing, compile_fatbin
 from tf_stitch.runtime.kernel_compiler import (
     KernelCompileError,
@@ -60,7 +64,16 @@ def outline(graph: Graph, ctx: PassContext) -> Graph:
     if ctx.options.cuda and ctx.options.compile:
         _build_cuda(built, ctx)
     renamed: dict[TensorRef, TensorRef] = {}  # outputs of groups already replaced
+    functions = []
     for b in built:
+        if not b.error and ctx.options.fallback:
+            try:
+                inputs = [renamed.get(r, r) for r in _input_refs(b)]
+                function = fallback_function(out, inputs, b.group.outputs, b.node_name)
+                b.attrs["fallback"] = AttrList("func", (FuncRef(function.signature.name, {}),))
+                functions.append(function)
+            except (ValueError, TypeError, tf.errors.OpError) as e:
+                b.error = f"its fallback function cannot be built: {e}"
         if b.error:
             message = f"tf_stitch: group {b.node_name} stays as TensorFlow ops: {b.error}"
             ctx.warnings.append(message)
@@ -68,7 +81,13 @@ def outline(graph: Graph, ctx: PassContext) -> Graph:
             continue
         _replace(out, b, renamed)
         ctx.kernels.append(_info(b))
+    if functions:
+        out.library = add_functions(out.library, functions)
     return out
+
+
+def _input_refs(b: _Built) -> list[TensorRef]:
+    return [TensorRef.parse(p.tensor) for p in b.kernel.inputs]
 
 
 def _generate(graph: Graph, group: Group, ctx: PassContext) -> _Built | None:
@@ -115,7 +134,7 @@ def _replace(graph: Graph, b: _Built, renamed: dict[TensorRef, TensorRef]) -> No
     node = Node(
         b.node_name,
         OP_NAME,
-        [renamed.get(r, r) for r in (TensorRef.parse(p.tensor) for p in kernel.inputs)],
+        [renamed.get(r, r) for r in _input_refs(b)],
         {**b.attrs, "cache_key": b.key.encode(), **b.cuda_attrs},
         outputs,
         device=group.nodes[0].device,

@@ -1,9 +1,11 @@
 """Builds, caches and loads the TensorFlow op library that defines `StitchedKernel`.
 
-The library is compiled once from `stitched_kernel_op.cc` against the installed TensorFlow and
-kept at `cache_dir()/ops/<key>/libstitched_kernel_op.so`, where the key covers the source (and
-so its `kOpLibraryVersion`), the TensorFlow version, the compile flags and the compiler. The
-compiler is `$CXX`, else `c++`.
+An install of tf_stitch carries the library, built by setup.py (prebuilt.py); it is loaded when
+it matches the op source, TensorFlow and machine. Otherwise the library is compiled once from
+`stitched_kernel_op.cc` against the installed TensorFlow and kept at
+`cache_dir()/ops/<key>/libstitched_kernel_op.so`, where the key covers the source (and so its
+`kOpLibraryVersion`), the TensorFlow version, the compile flags and the compiler. The compiler
+is `$CXX`, else `c++`.
 
     module = load()
     outputs = module.stitched_kernel(inputs, Tout=[tf.float32], kernel_name=..., ...)
@@ -11,12 +13,11 @@ compiler is `$CXX`, else `c++`.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import json
-import os
 import re
-import shlex
 import sys
 import threading
 from collections.abc import Sequence
@@ -26,8 +27,14 @@ from typing import Any
 
 import tensorflow as tf
 
-from tf_stitch.runtime import cache
-from tf_stitch.runtime.kernel_compiler import KernelCompileError, compiler_identity, run_compiler
+from tf_stitch.runtime import cache, prebuilt
+from tf_stitch.runtime.kernel_compiler import (
+    KernelCompileError,
+    check_loadable,
+    compile_kernel,
+    compiler_identity,
+    run_compiler,
+)
 
 __all__ = [
     "BUILD_TIMEOUT_S",
@@ -37,16 +44,18 @@ __all__ = [
     "build",
     "build_command",
     "load",
+    "load_if_possible",
+    "loaded_path",
     "op_library_key",
     "op_library_path",
     "op_library_version",
     "stitched_kernel",
 ]
 
-OP_SOURCE = Path(__file__).with_name("stitched_kernel_op.cc")
-LIBRARY_NAME = "libstitched_kernel_op.so"
+OP_SOURCE = prebuilt.OP_SOURCE
+OP_HEADERS = prebuilt.OP_HEADERS
+LIBRARY_NAME = prebuilt.LIBRARY_NAME
 BUILD_TIMEOUT_S = 600.0
-_BASE_FLAGS = ("-std=c++17", "-shared", "-fPIC", "-O2")
 _VERSION_RE = re.compile(r"constexpr int kOpLibraryVersion = (\d+);")
 
 _lock = threading.Lock()
@@ -59,16 +68,12 @@ class OpLibraryBuildError(RuntimeError):
 
 
 def _compiler() -> tuple[str, ...]:
-    return tuple(shlex.split(os.environ.get("CXX") or "c++"))
-
-
-# The headers stitched_kernel_op.cc includes from its own directory.
-OP_HEADERS = tuple(OP_SOURCE.with_name(n) for n in ("cuda_driver.h", "stitched_kernel_gpu.h"))
+    return prebuilt.compiler()
 
 
 def _source() -> str:
     """The op source and its headers: what the library's cache key covers."""
-    return "\n".join(p.read_text(encoding="utf-8") for p in (OP_SOURCE, *OP_HEADERS))
+    return prebuilt.source_text()
 
 
 def op_library_version() -> int:
@@ -81,15 +86,7 @@ def op_library_version() -> int:
 
 def build_command(output: Path, source: Path = OP_SOURCE) -> list[str]:
     """The command that compiles the op library from `source` into `output`."""
-    return [
-        *_compiler(),
-        *_BASE_FLAGS,
-        *tf.sysconfig.get_compile_flags(),
-        "-o",
-        str(output),
-        str(source),
-        *tf.sysconfig.get_link_flags(),
-    ]
+    return prebuilt.build_command(output, source)
 
 
 def op_library_key() -> str:
@@ -141,22 +138,67 @@ def set_kernel_tracing(on: bool) -> None:
     library.tf_stitch_set_kernel_tracing(ctypes.c_int(1 if on else 0))
 
 
-def load() -> ModuleType:
-    """Builds (once per cache) and loads (once per process) the op library.
+def load(packaged: bool = True) -> ModuleType:
+    """Loads the op library once per process: the one built into the package at install time
+    when it matches this source, TensorFlow and machine (`packaged`, see prebuilt.py), else
+    the cache's, built first if needed (a C++ compiler).
 
     Returns the module made by `tf.load_op_library`; its `stitched_kernel` function creates
-    the op. Thread-safe and idempotent.
+    the op. Registers the compiler that kernels not in the cache use (`_compile_for_op`).
+    Thread-safe and idempotent.
     """
     global _module, _loaded_path
     with _lock:
         if _module is None:
-            path = build()
+            path = (prebuilt.packaged_library() if packaged else None) or build()
             try:
                 _module = tf.load_op_library(str(path))
                 _loaded_path = path
             except (tf.errors.OpError, OSError) as e:
                 raise OpLibraryBuildError(f"cannot load {path}: {e}") from None
+            ctypes.CDLL(str(path)).tf_stitch_set_compiler(_COMPILE_CALLBACK)
         return _module
+
+
+def load_if_possible() -> None:
+    """`load()`, keeping quiet if the library can be neither found nor built (no compiler):
+    then `load()` raises when the op is first needed."""
+    with contextlib.suppress(OpLibraryBuildError):
+        load()
+
+
+def loaded_path() -> Path | None:
+    """The op library this process loaded, if it loaded one."""
+    return _loaded_path
+
+
+_CompileFn = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64
+)
+
+
+def _compile_for_op(source: int, size: int, key_out: int, error_out: int, error_size: int) -> int:
+    """What the op calls (from any thread, taking the GIL) for a kernel that is neither in the
+    cache nor carried as a binary that fits this machine: compiles its source into the cache
+    and writes the key. Returns 0, or 1 with the reason in `error_out`; never raises."""
+    try:
+        text = ctypes.string_at(source, size).decode("utf-8")
+        compiled = compile_kernel(text)
+        check_loadable(compiled.path)
+        ctypes.memmove(key_out, compiled.key.encode("ascii"), len(compiled.key))
+        return 0
+    except BaseException as e:  # nothing may propagate into C++
+        reason = " ".join((str(e) or type(e).__name__).split())
+        if isinstance(e, KernelCompileError) and reason.startswith("cannot run the compiler"):
+            reason = (
+                f"no C++ compiler ({reason}); install one (e.g. g++) or name it in $TF_STITCH_CXX"
+            )
+        message = reason.encode("utf-8", "replace")[: error_size - 1]
+        ctypes.memmove(error_out, message + b"\0", len(message) + 1)
+        return 1
+
+
+_COMPILE_CALLBACK = _CompileFn(_compile_for_op)  # kept alive for the process's lifetime
 
 
 def stitched_kernel(

@@ -4,7 +4,8 @@
 // StitchedKernelBase). It launches the kernel's CUDA build, a fatbin at
 // <cache_dir>/cuda/<cuda_key[:2]>/<cuda_key>.fatbin (tf_stitch.runtime.cuda_compiler), on the
 // op's CUDA stream through the driver API (cuda_driver.h), with TensorFlow allocating the
-// outputs. The module is loaded once per CUDA context and kernel. Nodes carry `_kernel: "cuda"`
+// outputs (or from the fatbin the node carries, `cuda_binary`, when the cache lacks it). The
+// module is loaded once per CUDA context and kernel. Nodes carry `_kernel: "cuda"`
 // to select it (the CPU kernel is registered under that label too, so such nodes still run
 // where there is no GPU); unlabeled nodes keep running on the CPU.
 //
@@ -48,6 +49,7 @@ class StitchedKernelGpuOp : public StitchedKernelBase {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("cuda_launch", &launch_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("row_dims", &row_dims_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("cuda_gathers", &gathers_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("cuda_binary", &carried_));
     OP_REQUIRES(ctx,
                 cuda_key_.size() == kCacheKeyLength && IsLowerHex(cuda_key_),
                 FailedPrecondition("StitchedKernel '", sig_.kernel_name,
@@ -172,15 +174,19 @@ class StitchedKernelGpuOp : public StitchedKernelBase {
       *function = it->second;
       return absl::OkStatus();
     }
+    // The fatbin in the cache, else the one the node carries (a converted
+    // SavedModel's nodes carry theirs: fatbins are not tied to one machine).
     const std::string path = FatbinPath(cuda_key_);
     std::ifstream file(path, std::ios::binary);
-    if (!file) {
+    std::string bytes = carried_;
+    if (file) {
+      std::stringstream image;
+      image << file.rdbuf();
+      bytes = image.str();
+    } else if (bytes.empty()) {
       return Failed(absl::StrCat("its CUDA build ", path,
                                  " is missing; optimize again where nvcc is"));
     }
-    std::stringstream image;
-    image << file.rdbuf();
-    const std::string bytes = image.str();
     cuda_driver::CUmodule module = nullptr;
     TF_RETURN_IF_ERROR(
         Check(api.cuModuleLoadData(&module, bytes.data()), "cuModuleLoadData"));
@@ -206,6 +212,7 @@ class StitchedKernelGpuOp : public StitchedKernelBase {
   std::string launch_;
   std::vector<int64_t> row_dims_;
   bool gathers_ = false;
+  std::string carried_;  // the `cuda_binary` attr
 };
 
 }  // namespace

@@ -21,33 +21,54 @@
 // first writer wins) when an index is out of range, and the op fails as
 // GatherV2 would.
 //
+// Where the library comes from, in order: the cache entry of `cache_key`;
+// then, for the self-contained nodes of a converted SavedModel, the binary
+// the node carries (`binary`, built on a machine whose CPU `binary_target`
+// describes), installed into the cache when this CPU has every feature that
+// one had; then the node's `source`, compiled on first use by the compiler
+// tf_stitch registers (tf_stitch_set_compiler). If none works and the node
+// has a `fallback` function (its original TensorFlow ops), the op runs that,
+// with one warning per kernel; otherwise construction fails with every reason.
+//
 // This file is self-contained: tf_stitch/runtime/op_library.py compiles it
-// against the installed TensorFlow and caches the result.
+// against the installed TensorFlow and caches the result (or setup.py builds
+// it into the package, tf_stitch/runtime/prebuilt.py).
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <pwd.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <functional>
 #include <mutex>  // NOLINT(build/c++11)
+#include <set>
+#include <sstream>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "tensorflow/core/framework/function.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/platform/errors.h"
+#include "tensorflow/core/platform/logging.h"
 #include "tensorflow/core/util/overflow.h"
 #include "tsl/profiler/lib/traceme.h"
 #include "tsl/profiler/lib/traceme_encode.h"
@@ -67,7 +88,7 @@ using ::tensorflow::shape_inference::ShapeHandle;
 
 // Bump whenever this file changes behaviour; op_library.py puts it into the
 // cache key of the built op library (together with a hash of this source).
-constexpr int kOpLibraryVersion = 4;
+constexpr int kOpLibraryVersion = 5;
 
 // Whether StitchedKernel runs record a trace event (tf_stitch.profile's run C
 // switches it on through tf_stitch_set_kernel_tracing, so that its run B
@@ -88,6 +109,12 @@ using AbiVersionFn = int (*)();
 using RunFn = void (*)(const void* const* inputs, void* const* outputs,
                        const int64_t* symbols, int64_t unit_begin,
                        int64_t unit_end);
+// Compiles a kernel source (tf_stitch registers one at load): writes the 64
+// hex characters of its cache key to key_out and returns 0, or writes a
+// NUL-terminated reason to error_out and returns non-zero.
+using CompileFn = int (*)(const char* source, int64_t size, char* key_out,
+                          char* error_out, int64_t error_size);
+std::atomic<CompileFn> g_compile{nullptr};
 
 // Status helpers that concatenate their arguments like absl::StrCat.
 template <typename... Args>
@@ -424,6 +451,234 @@ absl::Status LoadKernelLibrary(const Signature& sig, const std::string& path,
 }
 
 // ----------------------------------------------------------------------------
+// Where a kernel's library comes from when the cache does not have it.
+
+// What a node carries besides its cache key (a converted SavedModel's nodes).
+struct Embedded {
+  std::string source;
+  std::string binary;         // the .so built where the model was converted
+  std::string binary_target;  // "<machine>\n<cpu flags>" of that machine
+  std::vector<tensorflow::NameAttrList> fallback;  // 0 or 1 function
+};
+
+absl::Status ReadEmbedded(OpKernelConstruction* ctx, Embedded* e) {
+  TF_RETURN_IF_ERROR(ctx->GetAttr("source", &e->source));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("binary", &e->binary));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("binary_target", &e->binary_target));
+  TF_RETURN_IF_ERROR(ctx->GetAttr("fallback", &e->fallback));
+  if (e->fallback.size() > 1) {
+    return InvalidArgument("fallback has ", e->fallback.size(),
+                           " functions; a StitchedKernel has at most one");
+  }
+  return absl::OkStatus();
+}
+
+std::set<std::string> Words(const std::string& text) {
+  std::istringstream in(text);
+  std::set<std::string> words;
+  for (std::string w; in >> w;) words.insert(w);
+  return words;
+}
+
+// This machine as tf_stitch.runtime.kernel_compiler.cpu_signature() has it:
+// the machine name, then the `flags` line of /proc/cpuinfo.
+std::pair<std::string, std::set<std::string>> ThisCpu() {
+  struct utsname name;
+  std::string machine = uname(&name) == 0 ? name.machine : "";
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("flags", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) {
+        return {machine, Words(line.substr(colon + 1))};
+      }
+    }
+  }
+  return {machine, {}};
+}
+
+// Why the binary built for `target` cannot run here ("" if it can): another
+// machine type, or CPU features this CPU lacks (it was built -march=native).
+std::string TargetMismatch(const std::string& target) {
+  const size_t newline = target.find('\n');
+  const std::string machine = target.substr(0, newline);
+  const std::set<std::string> needed =
+      newline == std::string::npos ? std::set<std::string>{}
+                                   : Words(target.substr(newline + 1));
+  static const auto* here =
+      new std::pair<std::string, std::set<std::string>>(ThisCpu());
+  if (machine != here->first) {
+    return absl::StrCat("it was built for ", machine, ", this is ",
+                        here->first);
+  }
+  std::vector<std::string> missing;
+  for (const std::string& flag : needed) {
+    if (!here->second.count(flag)) missing.push_back(flag);
+  }
+  if (missing.empty()) return "";
+  if (missing.size() > 8) {
+    missing.resize(8);
+    missing.push_back("...");
+  }
+  return absl::StrCat("this CPU lacks ", absl::StrJoin(missing, " "),
+                      " that the CPU it was built on has");
+}
+
+absl::Status MakeDirs(const std::string& dir) {
+  for (size_t i = 1; i <= dir.size(); ++i) {
+    if (i != dir.size() && dir[i] != '/') continue;
+    const std::string prefix = dir.substr(0, i);
+    if (mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
+      return FailedPrecondition("cannot create ", prefix, ": ",
+                                std::strerror(errno));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Writes `data` to a new file `<prefix>XXXXXX<suffix>` (flushed to disk) and
+// sets `path` to its name.
+absl::Status WriteTemp(const std::string& prefix, const std::string& suffix,
+                       const std::string& data, std::string* path) {
+  std::string pattern = absl::StrCat(prefix, "XXXXXX", suffix);
+  std::vector<char> name(pattern.begin(), pattern.end());
+  name.push_back('\0');
+  const int fd = mkstemps(name.data(), static_cast<int>(suffix.size()));
+  if (fd < 0) {
+    return FailedPrecondition("cannot create ", pattern, ": ",
+                              std::strerror(errno));
+  }
+  size_t written = 0;
+  while (written < data.size()) {
+    const ssize_t n = write(fd, data.data() + written, data.size() - written);
+    if (n <= 0) break;
+    written += static_cast<size_t>(n);
+  }
+  const bool ok = written == data.size() && fsync(fd) == 0;
+  const std::string why = std::strerror(errno);
+  close(fd);
+  if (!ok) {
+    unlink(name.data());
+    return FailedPrecondition("cannot write ", name.data(), ": ", why);
+  }
+  *path = name.data();
+  return absl::OkStatus();
+}
+
+// Writes `data` to `path` through a temporary file in the same directory and
+// an atomic rename, so that readers see no file or the whole file.
+absl::Status WriteAtomically(const std::string& path, const std::string& data) {
+  std::string tmp;
+  TF_RETURN_IF_ERROR(WriteTemp(absl::StrCat(path, "."), ".tmp", data, &tmp));
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    unlink(tmp.c_str());
+    return FailedPrecondition("cannot write ", path, ": ", why);
+  }
+  return absl::OkStatus();
+}
+
+// Loads the carried binary and, once it has loaded, publishes it where the
+// cache keeps `key` (its source beside it, as the Python side does), so that a
+// binary that does not load never reaches the cache. Where the cache cannot be
+// written, the binary is loaded from a file in $TMPDIR (else /tmp), removed
+// once loaded.
+absl::Status LoadCarriedBinary(const Signature& sig, const Embedded& e,
+                               RunFn* run) {
+  const std::string path = KernelPath(sig.cache_key);
+  const std::string dir = path.substr(0, path.rfind('/'));
+  std::string tmp;
+  bool in_cache = MakeDirs(dir).ok() &&
+                  WriteTemp(absl::StrCat(path, "."), ".tmp.so", e.binary, &tmp)
+                      .ok();
+  if (!in_cache) {
+    const char* tmpdir = std::getenv("TMPDIR");
+    TF_RETURN_IF_ERROR(WriteTemp(
+        absl::StrCat(tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp",
+                     "/tf_stitch_kernel_"),
+        ".so", e.binary, &tmp));
+  }
+  const absl::Status status = LoadKernelLibrary(sig, tmp, run);
+  if (status.ok() && in_cache) {
+    std::string cc = path;
+    cc.replace(cc.size() - 3, 3, ".cc");
+    if (WriteAtomically(cc, e.source).ok() &&
+        rename(tmp.c_str(), path.c_str()) == 0) {
+      return status;
+    }
+  }
+  unlink(tmp.c_str());
+  return status;
+}
+
+// Compiles the node's source through the registered compiler; sets `key`.
+absl::Status CompileSource(const Embedded& e, std::string* key) {
+  const CompileFn compile = g_compile.load();
+  if (compile == nullptr) {
+    return FailedPrecondition(
+        "no compiler is registered (tf_stitch registers one when it loads "
+        "this op library)");
+  }
+  char key_out[kCacheKeyLength + 1] = {0};
+  std::vector<char> error(4096, '\0');
+  if (compile(e.source.data(), static_cast<int64_t>(e.source.size()), key_out,
+              error.data(), static_cast<int64_t>(error.size())) != 0) {
+    return FailedPrecondition(error.data());
+  }
+  *key = std::string(key_out, kCacheKeyLength);
+  if (!IsLowerHex(*key)) {
+    return FailedPrecondition("the compiler returned the key '", *key, "'");
+  }
+  return absl::OkStatus();
+}
+
+// Finds the kernel's library: the cache, then the carried binary, then its
+// source compiled here. Returns every reason if none works.
+absl::Status ResolveKernel(const Signature& sig, const Embedded& e,
+                           RunFn* run) {
+  const std::string cached = KernelPath(sig.cache_key);
+  std::vector<std::string> reasons;
+  absl::Status status;
+  struct stat info;
+  if (stat(cached.c_str(), &info) == 0) {
+    status = LoadKernelLibrary(sig, cached, run);
+    if (status.ok()) return status;
+    reasons.push_back(std::string(status.message()));
+  } else {
+    reasons.push_back(absl::StrCat("it is not in the cache (", cached, ")"));
+  }
+  if (e.binary.empty() && e.fallback.empty()) {
+    // A node of an optimized graph, not of a converted SavedModel: its kernels
+    // are compiled by ensure_compiled, which the error names.
+    return LoadKernelLibrary(sig, cached, run);
+  }
+  if (e.binary.empty()) {
+    reasons.push_back("the node carries no binary");
+  } else if (std::string mismatch = TargetMismatch(e.binary_target);
+             !mismatch.empty()) {
+    reasons.push_back(absl::StrCat("the binary it carries does not fit this "
+                                   "machine: ", mismatch));
+  } else {
+    status = LoadCarriedBinary(sig, e, run);
+    if (status.ok()) return status;
+    reasons.push_back(absl::StrCat("the binary it carries: ", status.message()));
+  }
+  if (e.source.empty()) {
+    reasons.push_back("the node carries no source");
+  } else {
+    std::string key;
+    status = CompileSource(e, &key);
+    if (status.ok()) status = LoadKernelLibrary(sig, KernelPath(key), run);
+    if (status.ok()) return status;
+    reasons.push_back(
+        absl::StrCat("compiling its source here failed: ", status.message()));
+  }
+  return FailedPrecondition("StitchedKernel '", sig.kernel_name,
+                            "' cannot load its kernel: ",
+                            absl::StrJoin(reasons, "; "));
+}
+
+// ----------------------------------------------------------------------------
 // The kernel.
 
 // What the CPU and GPU kernels share: the validated signature, binding the
@@ -531,11 +786,20 @@ class StitchedKernelOp : public StitchedKernelBase {
   explicit StitchedKernelOp(OpKernelConstruction* ctx)
       : StitchedKernelBase(ctx) {
     if (!ctx->status().ok()) return;
-    OP_REQUIRES_OK(ctx,
-                   LoadKernelLibrary(sig_, KernelPath(sig_.cache_key), &run_));
+    Embedded embedded;
+    OP_REQUIRES_OK(ctx, ReadEmbedded(ctx, &embedded));
+    const absl::Status status = ResolveKernel(sig_, embedded, &run_);
+    if (status.ok()) return;
+    OP_REQUIRES(ctx, !embedded.fallback.empty(), status);
+    fallback_ = embedded.fallback[0];
+    WarnOnce(status);
   }
 
   void Compute(OpKernelContext* ctx) override {
+    if (run_ == nullptr) {
+      RunFallback(ctx);
+      return;
+    }
     std::vector<int64_t> symbols;
     std::vector<void*> outputs;
     OP_REQUIRES_OK(ctx, BindAndAllocate(ctx, &symbols, &outputs));
@@ -588,7 +852,69 @@ class StitchedKernelOp : public StitchedKernelBase {
   }
 
  private:
+  // One warning per kernel and process, however many times it is constructed.
+  void WarnOnce(const absl::Status& why) const {
+    static std::mutex* mu = new std::mutex;
+    static auto* warned = new std::unordered_set<std::string>;
+    std::lock_guard<std::mutex> lock(*mu);
+    if (!warned->insert(absl::StrCat(sig_.kernel_name, "/", sig_.cache_key))
+             .second) {
+      return;
+    }
+    LOG(WARNING) << "tf_stitch: " << why.message()
+                 << ". It runs its original TensorFlow ops instead (function "
+                 << fallback_.name() << "), correct but not stitched.";
+  }
+
+  // Runs the original ops (the `fallback` function) on the op's inputs.
+  void RunFallback(OpKernelContext* ctx) {
+    tensorflow::FunctionLibraryRuntime* lib = ctx->function_library();
+    OP_REQUIRES(ctx, lib != nullptr,
+                FailedPrecondition("StitchedKernel '", sig_.kernel_name,
+                                   "': no function library to run its "
+                                   "fallback in"));
+    tensorflow::FunctionLibraryRuntime::Handle handle;
+    {
+      std::lock_guard<std::mutex> lock(fallback_mu_);
+      if (!instantiated_) {
+        OP_REQUIRES_OK(ctx, lib->Instantiate(fallback_.name(),
+                                             tensorflow::AttrSlice(
+                                                 &fallback_.attr()),
+                                             &fallback_handle_));
+        instantiated_ = true;
+      }
+      handle = fallback_handle_;
+    }
+    std::vector<Tensor> args;
+    args.reserve(ctx->num_inputs());
+    for (int i = 0; i < ctx->num_inputs(); ++i) args.push_back(ctx->input(i));
+    tensorflow::FunctionLibraryRuntime::Options opts(ctx->step_id());
+    opts.rendezvous = ctx->rendezvous();
+    opts.cancellation_manager = ctx->cancellation_manager();
+    opts.step_container = ctx->step_container();
+    opts.runner = ctx->runner();
+    opts.run_all_kernels_inline = true;  // never wait on our own thread pool
+    std::vector<Tensor> rets;
+    OP_REQUIRES_OK(ctx, lib->RunSync(std::move(opts), handle, args, &rets));
+    OP_REQUIRES(ctx, static_cast<int>(rets.size()) == ctx->num_outputs(),
+                FailedPrecondition("StitchedKernel '", sig_.kernel_name,
+                                   "': its fallback returned ", rets.size(),
+                                   " tensors for ", ctx->num_outputs(),
+                                   " outputs"));
+    for (int i = 0; i < ctx->num_outputs(); ++i) {
+      OP_REQUIRES(ctx, rets[i].dtype() == output_type(i),
+                  FailedPrecondition("StitchedKernel '", sig_.kernel_name,
+                                     "': its fallback's output ", i,
+                                     " has the wrong type"));
+      ctx->set_output(i, rets[i]);
+    }
+  }
+
   RunFn run_ = nullptr;
+  tensorflow::NameAttrList fallback_;
+  std::mutex fallback_mu_;
+  bool instantiated_ = false;
+  tensorflow::FunctionLibraryRuntime::Handle fallback_handle_ = 0;
 };
 
 }  // namespace
@@ -618,6 +944,10 @@ REGISTER_OP("StitchedKernel")
     .Attr("cuda_launch: string = ''")
     .Attr("row_dims: list(int) = []")
     .Attr("cuda_gathers: bool = false")
+    .Attr("binary: string = ''")
+    .Attr("binary_target: string = ''")
+    .Attr("cuda_binary: string = ''")
+    .Attr("fallback: list(func) = []")
     .SetShapeFn(InferShapes)
     .Doc(R"doc(
 Runs a fused kernel compiled by tf_stitch from the shared library
@@ -641,6 +971,13 @@ REGISTER_KERNEL_BUILDER(
     StitchedKernelGpuOp);
 
 }  // namespace tf_stitch
+
+// tf_stitch.runtime.op_library registers the compiler of kernel sources that
+// are neither in the cache nor carried as a fitting binary (ctypes).
+extern "C" __attribute__((visibility("default"))) void tf_stitch_set_compiler(
+    tf_stitch::CompileFn compile) {
+  tf_stitch::g_compile.store(compile);
+}
 
 // tf_stitch.profiler turns the kernel trace events on for its run C (ctypes).
 extern "C" __attribute__((visibility("default"))) void

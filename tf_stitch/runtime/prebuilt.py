@@ -1,0 +1,110 @@
+"""The op library built when tf_stitch is installed, so that a machine without a C++ compiler
+can still run StitchedKernel nodes (a converted SavedModel carries its kernels' binaries, but
+the op itself must be registered by a library built against this TensorFlow).
+
+`setup.py` runs `build_into(<package>/tf_stitch/runtime/_ops)` at install time (a wheel, or
+the source tree for an editable install); `packaged_library()` returns that library when it was
+built from the same op source, for the same TensorFlow and machine, and None otherwise (then
+the op library is built into the cache as before). This module imports nothing from tf_stitch
+(setup.py loads it by path, before the package's dependencies are installed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shlex
+import subprocess
+import tempfile
+from pathlib import Path
+
+RUNTIME_DIR = Path(__file__).resolve().parent
+PACKAGED_DIR = RUNTIME_DIR / "_ops"
+LIBRARY_NAME = "libstitched_kernel_op.so"
+STAMP_NAME = "libstitched_kernel_op.json"
+OP_SOURCE = RUNTIME_DIR / "stitched_kernel_op.cc"
+OP_HEADERS = tuple(RUNTIME_DIR / n for n in ("cuda_driver.h", "stitched_kernel_gpu.h"))
+BASE_FLAGS = ("-std=c++17", "-shared", "-fPIC", "-O2")
+
+
+def source_text() -> str:
+    """The op source and its headers, as one text (what a library's identity covers)."""
+    return "\n".join(p.read_text(encoding="utf-8") for p in (OP_SOURCE, *OP_HEADERS))
+
+
+def source_digest() -> str:
+    return hashlib.sha256(source_text().encode()).hexdigest()
+
+
+def compiler() -> tuple[str, ...]:
+    """The op library's compiler: `$CXX`, else `c++` (shell-split)."""
+    return tuple(shlex.split(os.environ.get("CXX") or "c++"))
+
+
+def build_command(output: Path, source: Path = OP_SOURCE) -> list[str]:
+    """The command that compiles the op library from `source` into `output`."""
+    import tensorflow as tf
+
+    return [
+        *compiler(),
+        *BASE_FLAGS,
+        *tf.sysconfig.get_compile_flags(),
+        "-o",
+        str(output),
+        str(source),
+        *tf.sysconfig.get_link_flags(),
+    ]
+
+
+def identity() -> dict[str, str]:
+    """What a packaged library must have been built for to be loaded here."""
+    import tensorflow as tf
+
+    return {
+        "source_sha256": source_digest(),
+        "tensorflow": tf.version.VERSION,
+        "machine": platform.machine(),
+    }
+
+
+def packaged_library(directory: Path = PACKAGED_DIR) -> Path | None:
+    """The library in `directory` if its stamp matches this source, TensorFlow and machine."""
+    library, stamp = directory / LIBRARY_NAME, directory / STAMP_NAME
+    try:
+        recorded = json.loads(stamp.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not library.is_file() or not isinstance(recorded, dict):
+        return None
+    current = identity()
+    return library if all(recorded.get(k) == v for k, v in current.items()) else None
+
+
+def build_into(directory: Path, timeout: float = 600.0) -> Path:
+    """Compiles the op library into `directory` with its stamp (both written atomically, the
+    library first). Raises RuntimeError saying why if it cannot be built."""
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{LIBRARY_NAME}.", suffix=".tmp.so", dir=directory)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        command = build_command(tmp)
+        try:
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=timeout, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise RuntimeError(f"cannot run {shlex.join(command)}: {e}") from None
+        if done.returncode != 0:
+            tail = "\n".join(done.stderr.strip().splitlines()[-20:])
+            raise RuntimeError(f"{shlex.join(command)} failed:\n{tail}")
+        os.chmod(tmp, 0o755)  # mkstemp made it private; every user of the install loads it
+        os.replace(tmp, directory / LIBRARY_NAME)
+        stamp_tmp = directory / f".{STAMP_NAME}.tmp"
+        stamp_tmp.write_text(json.dumps(identity(), indent=1) + "\n", encoding="utf-8")
+        os.replace(stamp_tmp, directory / STAMP_NAME)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return directory / LIBRARY_NAME
