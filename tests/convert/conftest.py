@@ -183,13 +183,22 @@ def run_fresh(
 def retarget_binaries(saved: Path, target: bytes = b"riscv64\n") -> int:
     """Rewrites every StitchedKernel's `binary_target` in a SavedModel, as if its binaries had
     been built on another kind of machine. Returns the number of nodes changed."""
+    return _edit_stitched_nodes(saved, "binary_target", target)
+
+
+def strip_binaries(saved: Path) -> int:
+    """Removes the binary every StitchedKernel carries (only its source and fallback remain)."""
+    return _edit_stitched_nodes(saved, "binary", b"")
+
+
+def _edit_stitched_nodes(saved: Path, attr: str, value: bytes) -> int:
     path = saved / "saved_model.pb"
     sm = saved_model_pb2.SavedModel()
     sm.ParseFromString(path.read_bytes())
     changed = 0
     for meta in sm.meta_graphs:
         for node in stitched_nodes(meta.graph_def):
-            node.attr["binary_target"].s = target
+            node.attr[attr].s = value
             changed += 1
     path.write_bytes(sm.SerializeToString())
     return changed

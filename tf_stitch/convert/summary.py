@@ -8,6 +8,7 @@ from typing import Any
 import tensorflow as tf
 
 from tf_stitch.convert.signature import ConvertedSignature
+from tf_stitch.passes.outline import common_scope
 
 
 def _split(ranks: Sequence[int], dims: Sequence[int]) -> list[str]:
@@ -31,7 +32,7 @@ def format_kernel(c: ConvertedSignature, info: Any, node: Any) -> list[str]:
     binary = len(attr["binary"].s)
     cuda = len(attr["cuda_binary"].s) if "cuda_binary" in attr else 0
     fallback = [f.name for f in attr["fallback"].list.func] if "fallback" in attr else []
-    scope = _common_scope(info.members)
+    scope = common_scope(info.members)
     members = ", ".join(m[len(scope) :] for m in info.members)
     lines = [
         f"  kernel {info.node} ({info.schedule})",
@@ -43,17 +44,6 @@ def format_kernel(c: ConvertedSignature, info: Any, node: Any) -> list[str]:
         + (f"; fallback {fallback[0]}" if fallback else "; no fallback"),
     ]
     return lines
-
-
-def _common_scope(names: Sequence[str]) -> str:
-    """The name scope ("a/b/") every name is under, "" if none."""
-    parts = [n.split("/")[:-1] for n in names]
-    common: list[str] = []
-    for level in zip(*parts, strict=False):
-        if len(set(level)) != 1:
-            break
-        common.append(level[0])
-    return "/".join(common) + "/" if common else ""
 
 
 def format_summary(converted: Sequence[ConvertedSignature]) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,7 +92,7 @@ def _input_refs(b: _Built) -> list[TensorRef]:
 
 
 def _generate(graph: Graph, group: Group, ctx: PassContext) -> _Built | None:
-    node_name = graph.unique_name(f"{_scope(group.names)}stitched_{group.id}")
+    node_name = graph.unique_name(f"{common_scope(group.names)}stitched_{group.id}")
     try:
         kernel = lower(graph, group, _sanitize(node_name))
         source = emit_cpu(kernel) if ctx.options.kernel_source == "cpu" else emulated_source(kernel)
@@ -201,7 +202,8 @@ def _info(b: _Built) -> KernelInfo:
     )
 
 
-def _scope(names: list[str]) -> str:
+def common_scope(names: Sequence[str]) -> str:
+    """The name scope ("a/b/") every name is under, "" if none."""
     parts = [n.split("/")[:-1] for n in names]
     common: list[str] = []
     for level in zip(*parts, strict=False):
