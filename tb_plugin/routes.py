@@ -8,12 +8,15 @@
 - `/kernels?run=R`: the fusion groups (StitchedKernels) of a profiled optimized graph;
 - `/bench?run=R`: a `tf-stitch bench` run's table (kernels per step and latency per workload).
 
-Bad parameters get 400, unknown runs 404, unreadable files 500; every answer is JSON.
+Bad parameters get 400, unknown runs (or runs linked from outside the logdir) 404, unreadable
+files 500, and any other failure a 500 without details (they go to the log); every answer is
+JSON.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +24,8 @@ from typing import Any
 from werkzeug import wrappers
 
 from tb_plugin.store import BadRequest, Corrupt, NotFound, Store
+
+logger = logging.getLogger(__name__)
 
 MAX_LIMIT = 20_000
 MAX_K = 1_000
@@ -80,6 +85,9 @@ def app(store: Store, handler: Handler) -> Callable[..., Any]:
             return _json(404, {"error": str(e)})
         except Corrupt as e:
             return _json(500, {"error": str(e)})
+        except Exception:  # a bug here: logged for TensorBoard's console, never shown
+            logger.exception("tf_stitch tab: %s failed", request.path)
+            return _json(500, {"error": "internal error in the tf_stitch tab (see the log)"})
 
     return serve
 

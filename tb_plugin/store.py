@@ -66,23 +66,34 @@ class Store:
         root = self.profile_dir()
         if root is not None and root.is_dir():
             out["profiles"] = sorted(
-                p.name for p in root.iterdir() if (p / PROFILE_META).is_file() and _visible(p)
+                p.name
+                for p in root.iterdir()
+                if (p / PROFILE_META).is_file() and _visible(p) and self._inside(p)
             )
         if self.logdir is not None and self.logdir.is_dir():
             out["bench"] = sorted(
                 p.name
                 for p in self.logdir.iterdir()
-                if (p / metadata.PLUGIN_DIR / BENCH_FILE).is_file() and _visible(p)
+                if (p / metadata.PLUGIN_DIR / BENCH_FILE).is_file()
+                and _visible(p)
+                and self._inside(p)
             )
         return out
+
+    def _inside(self, path: Path) -> bool:
+        """Whether `path`, links resolved, is in the logdir: a run linked to a folder outside
+        it is not served."""
+        assert self.logdir is not None
+        return path.resolve().is_relative_to(self.logdir.resolve())
 
     # -- profiles ------------------------------------------------------------------------------
     def _profile_path(self, run: str | None) -> Path:
         name = check_name(run)
         root = self.profile_dir()
-        if root is None or not (root / name / PROFILE_META).is_file():
+        path = root / name if root is not None else None
+        if path is None or not (path / PROFILE_META).is_file() or not self._inside(path):
             raise NotFound(f"no tf_stitch profile named {name!r} in this logdir")
-        return root / name
+        return path
 
     def meta(self, run: str | None) -> dict[str, Any]:
         path = self._profile_path(run) / PROFILE_META
@@ -112,7 +123,7 @@ class Store:
         if self.logdir is None:
             raise NotFound("no logdir")
         path = self.logdir / name / metadata.PLUGIN_DIR / BENCH_FILE
-        if not path.is_file():
+        if not path.is_file() or not self._inside(path):
             raise NotFound(f"no tf-stitch bench run named {name!r} in this logdir")
         return _read_json(path)
 

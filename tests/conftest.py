@@ -12,6 +12,16 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf
+from hypothesis import HealthCheck, settings
+
+# Hypothesis profiles: `ci` (the default run) and `long` (`--hypothesis-profile=long`) for the
+# tests that leave the number of examples to the profile (tests/reliability/test_fuzz.py).
+_SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
+settings.register_profile(
+    "ci", max_examples=12, deadline=None, database=None, suppress_health_check=_SLOW_OK
+)
+settings.register_profile("long", max_examples=400, deadline=None, suppress_health_check=_SLOW_OK)
+settings.load_profile("ci")
 
 # float32 tolerances for comparing stitched kernels with TensorFlow's kernels.
 RTOL = 1e-5

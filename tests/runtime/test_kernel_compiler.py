@@ -97,10 +97,12 @@ def test_compile_kernel_layout_and_library(isolated: Path) -> None:
     assert compiled.path == isolated / "kernels" / key[:2] / f"{key}.so" == kernel_path(key)
     assert compiled.path.with_suffix(".cc").read_text() == kernel_source(7)
     assert load_value(compiled.path) == 7
-    # Only the published files and the lock remain: no temporaries.
+    # Only the published files (the library's sha256 too) and the locks remain: no temporaries.
     assert sorted(p.name for p in compiled.path.parent.iterdir()) == [
+        f".{key}.sha256.lock",
         f".{key}.so.lock",
         f"{key}.cc",
+        f"{key}.sha256",
         f"{key}.so",
     ]
 

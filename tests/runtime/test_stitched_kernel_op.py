@@ -385,6 +385,8 @@ BAD_ATTRS = [
     ),
     ({"unit_dims": [-1, -3]}, r"symbol s2 used by unit_dims \[s0, s2\] does not appear"),
     ({"output_dims": [-(1 << 40), 5]}, r"symbol index \d+ exceeds the limit"),
+    ({"block_rows": 0}, r"block_rows must be >= 1, got 0"),
+    ({"block_rows": -7}, r"block_rows must be >= 1, got -7"),
 ]
 
 

@@ -5,6 +5,7 @@ input the routes refuse (path tricks 400, unknown runs 404, a corrupt span file 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug.test import Client
 
 from tb_plugin.plugin import TfStitchPlugin
-from tf_stitch.profiler.profile import COLUMNS
+from tf_stitch.profiler.profile import COLUMNS, STORE_DIR
 
 
 @pytest.fixture(scope="module")
@@ -142,3 +143,74 @@ def test_a_100k_span_profile_is_paged(tmp_path: Path) -> None:
     assert [s["id"] for s in body["spans"]] == list(range(99_800, n))
     top = json.loads(Client(apps["/top"]).get("/top", query_string={"run": "big", "k": 5}).data)
     assert len(top["rows"]) == 5
+
+
+@pytest.fixture(scope="module")
+def raw_get(tab_logdir: Path) -> Any:
+    apps = TfStitchPlugin(base_plugin.TBContext(logdir=str(tab_logdir))).get_plugin_apps()
+
+    def get(route: str, query: str) -> tuple[int, Any]:
+        response = Client(apps[route]).get(f"{route}?{query}")
+        assert response.content_type == "application/json"
+        text = response.data.decode("utf-8")
+        assert "Traceback" not in text and "/site-packages/" not in text
+        return response.status_code, json.loads(text)
+
+    return get
+
+
+@pytest.mark.parametrize(
+    ("route", "query"),
+    [
+        ("/meta", "run=..%2Fopt"),
+        ("/meta", "run=%2Fetc%2Fpasswd"),
+        ("/meta", "run=%2e%2e"),
+        ("/meta", "run=%ff%fe%00"),
+        ("/meta", "run=opt%00.json"),
+        ("/spans", "run=..%2F..%2Fopt&step=0"),
+        ("/spans", "run=opt&step=1e9"),
+        ("/spans", "run=opt&offset=99999999999999999999999"),
+        ("/spans", "run=opt&limit=-1"),
+        ("/spans", "run=opt&levels=" + "%2C" * 2000),
+        ("/top", "run=opt&k=%20"),
+        ("/top", "run=%5C%5Cserver%5Cshare"),
+        ("/kernels", "run=..%5Copt"),
+        ("/kernels", "run="),
+        ("/bench", "run=..%2F..%2F..%2Fetc"),
+        ("/meta", "run=opt&run=..%2Fx&run=%2Fetc"),
+        ("/meta", "%%%=&&&run"),
+    ],
+)
+def test_malformed_queries_get_4xx_and_no_stack_trace(raw_get: Any, route: str, query: str) -> None:
+    status, body = raw_get(route, query)
+    assert 400 <= status < 500 or (status == 200 and route == "/meta"), (status, body)
+    if status != 200:
+        assert body["error"]
+
+
+def test_a_run_linked_from_outside_the_logdir_is_not_served(
+    tab_logdir: Path, tmp_path: Path, raw_get: Any
+) -> None:
+    outside = tmp_path / "outside"
+    shutil.copytree(tab_logdir / STORE_DIR / "opt", outside)
+    link = tab_logdir / STORE_DIR / "linked"
+    link.symlink_to(outside, target_is_directory=True)
+    try:
+        status, body = raw_get("/meta", "run=linked")
+        assert status == 404 and "no tf_stitch profile" in body["error"]
+        assert "linked" not in raw_get("/runs", "")[1]["profiles"]
+    finally:
+        link.unlink()
+
+
+def test_an_unexpected_failure_is_a_500_without_details(
+    raw_get: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tb_plugin.store import Store
+
+    def broken(self: Any, run: Any) -> Any:
+        raise RuntimeError("secret internal detail")
+
+    monkeypatch.setattr(Store, "meta", broken)
+    status, body = raw_get("/meta", "run=opt")
+    assert status == 500 and "secret" not in body["error"] and "internal error" in body["error"]

@@ -19,6 +19,8 @@ import os
 import pwd
 import shutil
 import tempfile
+import threading
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -30,7 +32,33 @@ __all__ = [
     "locked",
     "publish",
     "temp_path",
+    "use_temporary_cache",
 ]
+
+
+_temporary_lock = threading.Lock()
+
+
+def use_temporary_cache(error: OSError) -> Path:
+    """Switches this process to a fresh temporary cache (via `$TF_STITCH_CACHE_DIR`, which the
+    op's C++ code reads too) after `error` showed that the cache cannot be written; warns once.
+    Kernels are then compiled into it for this process only."""
+    with _temporary_lock:
+        current = cache_dir()
+        if current.name.startswith(_TEMPORARY_PREFIX) and os.access(current, os.W_OK):
+            return current  # another thread switched already
+        tmp = Path(tempfile.mkdtemp(prefix=_TEMPORARY_PREFIX))
+        warnings.warn(
+            f"tf_stitch: the cache {current} cannot be written ({error}); kernels are compiled "
+            f"into {tmp} for this process (set TF_STITCH_CACHE_DIR to a writable directory)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        os.environ["TF_STITCH_CACHE_DIR"] = str(tmp)
+        return tmp
+
+
+_TEMPORARY_PREFIX = "tf_stitch_cache_"
 
 
 def cache_dir() -> Path:

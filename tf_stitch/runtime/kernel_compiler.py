@@ -26,12 +26,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tf_stitch.runtime import cache
+from tf_stitch.runtime import cache, integrity
 
 __all__ = [
     "ABI_VERSION",
     "COMPILE_TIMEOUT_S",
     "KERNEL_FLAGS",
+    "SANITIZERS",
     "CompiledKernel",
     "KernelCompileError",
     "check_loadable",
@@ -42,6 +43,7 @@ __all__ = [
     "kernel_key",
     "kernel_path",
     "run_compiler",
+    "sanitizer_flags",
 ]
 
 ABI_VERSION = 1
@@ -55,6 +57,28 @@ _X86_FLAGS: tuple[str, ...] = (
     else ()
 )
 
+SANITIZERS = ("address", "undefined")
+
+
+def sanitizer_flags(spec: str | None = None) -> tuple[str, ...]:
+    """The flags of the sanitizer test mode: `$TF_STITCH_SANITIZE` (e.g. "address,undefined")
+    builds every kernel with those sanitizers, any finding fatal. Kernels are loaded into the
+    Python process, so AddressSanitizer's runtime must be preloaded (LD_PRELOAD, see
+    tests/reliability/test_sanitizers.py). The flags are part of the cache key."""
+    spec = os.environ.get("TF_STITCH_SANITIZE", "") if spec is None else spec
+    chosen = [s.strip() for s in spec.split(",") if s.strip()]
+    unknown = [s for s in chosen if s not in SANITIZERS]
+    if unknown:
+        raise ValueError(f"TF_STITCH_SANITIZE takes {', '.join(SANITIZERS)}; got {unknown}")
+    if not chosen:
+        return ()
+    return (
+        f"-fsanitize={','.join(chosen)}",
+        "-fno-sanitize-recover=all",
+        "-fno-omit-frame-pointer",
+    )
+
+
 KERNEL_FLAGS: tuple[str, ...] = (
     "-O3",
     "-std=c++17",
@@ -65,6 +89,7 @@ KERNEL_FLAGS: tuple[str, ...] = (
     "-fopenmp-simd",
     *_X86_FLAGS,
     "-march=native",
+    *sanitizer_flags(),
 )
 COMPILE_TIMEOUT_S = 120.0
 _STDERR_TAIL_LINES = 20
@@ -199,30 +224,42 @@ def kernel_path(key: str) -> Path:
 
 
 def _compile_into(command: tuple[str, ...], source: str, path: Path) -> None:
-    """Compiles `source` and publishes `<path stem>.cc` and then `path`; caller holds the lock.
-
-    The source goes first so that an existing `.so` always has its `.cc` beside it.
-    """
+    """Compiles `source` and publishes `<path stem>.cc`, then `path`, then its digest; the
+    caller holds the lock. The source goes first so that an existing `.so` always has its
+    `.cc` beside it; a `.so` whose digest is missing or wrong is compiled again."""
     with cache.temp_path(path, ".cc") as tmp_cc, cache.temp_path(path, ".so") as tmp_so:
         tmp_cc.write_text(source, encoding="utf-8")
         run_compiler([*command, *KERNEL_FLAGS, "-o", str(tmp_so), str(tmp_cc)])
         cache.publish(tmp_cc, path.with_suffix(".cc"))
         cache.publish(tmp_so, path)
+    integrity.record(path)
+
+
+def _ensure_compiled(command: tuple[str, ...], source: str, key: str) -> Path:
+    path = kernel_path(key)
+    if not integrity.intact(path, check_loadable):
+        with cache.locked(path):
+            if not integrity.intact(path, check_loadable):  # Not rebuilt while we waited.
+                _compile_into(command, source, path)
+    return path
 
 
 def compile_kernel(source: str) -> CompiledKernel:
-    """Returns the compiled library of `source`, compiling it only if it is not in the cache.
+    """Returns the compiled library of `source`, compiling it only if it is not in the cache
+    (or the cached one does not match its recorded digest).
 
     Safe to call from several threads and processes at once: builders of the same key wait
-    for each other and the compiler runs once. Raises KernelCompileError on failure.
+    for each other and the compiler runs once. A cache that cannot be written is replaced by a
+    temporary one for the rest of the process, with a warning. Raises KernelCompileError on
+    failure.
     """
     command = compiler_command()
     key = kernel_key(source, command)
-    path = kernel_path(key)
-    if not path.exists():
-        with cache.locked(path):
-            if not path.exists():  # Not built by someone else while we waited.
-                _compile_into(command, source, path)
+    try:
+        path = _ensure_compiled(command, source, key)
+    except OSError as e:  # the cache cannot be written: read-only, not a directory, full
+        cache.use_temporary_cache(e)
+        path = _ensure_compiled(command, source, key)
     return CompiledKernel(key=key, path=path)
 
 
