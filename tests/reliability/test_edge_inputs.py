@@ -120,3 +120,25 @@ def test_strings_and_bools_pass_through() -> None:
     want, got = concrete(s, x), optimized(s, x)
     assert want[0].numpy().tolist() == got[0].numpy().tolist()
     assert_close(want[1:], got[1:])
+
+
+def test_a_feed_in_the_middle_of_a_chain() -> None:
+    """A GraphDef fed at an intermediate tensor (`inputs=`) computes from the fed value."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, 8], name="x")
+        a = tf.tanh(x * 2.0, name="a")
+        mid = tf.exp(a - 1.0, name="mid")
+        b = tf.reduce_sum(mid * a, axis=1, keepdims=True, name="b")
+        tf.identity(mid / (b + 1.0), name="out")
+    optimized = tf_stitch.optimize(g.as_graph_def(), inputs=["x:0", "mid:0"], outputs=["out:0"])
+    assert any(n.op == "StitchedKernel" for n in optimized.node)
+    rng = np.random.default_rng(3)
+    feeds = {"x:0": rng.standard_normal((3, 8)), "mid:0": rng.standard_normal((3, 8))}
+    with tf.compat.v1.Session(graph=g) as sess:
+        want = sess.run("out:0", feeds)
+    with tf.Graph().as_default() as g2:
+        tf.graph_util.import_graph_def(optimized, name="")
+    with tf.compat.v1.Session(graph=g2) as sess:
+        got = sess.run("out:0", feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
