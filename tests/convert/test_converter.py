@@ -210,3 +210,28 @@ def test_convert_saved_model_one_liner(module_dir: Path, tmp_path: Path) -> None
     feeds = feeds_for(module_dir)
     assert_same(outputs_of(module_dir, feeds), outputs_of(tmp_path / "out", feeds))
     shutil.rmtree(tmp_path / "out")
+
+
+def test_a_keras_rnn_converts_around_its_loop(tmp_path: Path) -> None:
+    import keras
+
+    keras.utils.set_random_seed(3)
+    x = keras.Input((5, 4), name="steps")
+    h = keras.layers.GRU(6)(x)
+    model = keras.Model(
+        x, keras.layers.Dense(3, activation="softmax")(keras.layers.LayerNormalization()(h))
+    )
+    saved = tmp_path / "rnn"
+    model.export(str(saved), format="tf_saved_model", verbose=False)
+    converter = tf_stitch.Converter(saved, signature_keys="serving_default", targets=["cpu"])
+    converter.convert()
+    c = converter.converted["serving_default"]
+    assert c.context.kernels  # the layer norm and softmax head
+    assert any(n.op in ("While", "StatelessWhile") for n in c.graph_def.node)
+    converter.save(tmp_path / "out")
+    feeds = {
+        "serving_default": random_feed(
+            tf.saved_model.load(str(saved)).signatures["serving_default"]
+        )
+    }
+    assert_same(outputs_of(saved, feeds), outputs_of(tmp_path / "out", feeds))

@@ -142,3 +142,21 @@ def test_a_feed_in_the_middle_of_a_chain() -> None:
     with tf.compat.v1.Session(graph=g2) as sess:
         got = sess.run("out:0", feeds)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_loops_and_conditionals_stay_tensorflows() -> None:
+    """tf.cond and tf.while_loop stay functional ops (If, While) around which the rest is
+    stitched; lowered, a loop's back edge made the graph cyclic for the optimizer."""
+
+    def fn(x):
+        y = tf.cond(tf.reduce_sum(x) > 0, lambda: tf.nn.softmax(x * 2.0), lambda: tf.tanh(x) + 1.0)
+        z = tf.while_loop(lambda i, v: i < 3, lambda i, v: (i + 1, tf.nn.relu(v) * 0.5), [0, y])
+        return tf.nn.gelu(z[1] * y + 1.0)
+
+    optimized = check(
+        fn,
+        tf.TensorSpec([None, 8], tf.float32),
+        feeds=[[np.full((4, 8), s, np.float32) + np.eye(4, 8, dtype=np.float32)] for s in (1, -1)],
+    )
+    ops = {n.op for n in optimized.graph_def.node}
+    assert optimized.kernels and {"StatelessIf", "StatelessWhile"} & ops | {"If", "While"} & ops

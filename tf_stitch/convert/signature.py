@@ -52,7 +52,7 @@ def convert_signature(
     """Freezes, stitches and embeds one signature (`shapes` refine its inputs' shapes)."""
     specs = input_specs(concrete)
     names = list(specs)
-    frozen = convert_variables_to_constants_v2(concrete)
+    frozen = convert_variables_to_constants_v2(concrete, lower_control_flow=False)  # frontends
     gd = frozen.graph.as_graph_def()
     placeholders = [t.name for t in frozen.inputs]
     if len(placeholders) != len(names):

@@ -102,7 +102,10 @@ def _keras_concrete_function(model: Any, input_signature: Sequence[tf.TensorSpec
 
 
 def from_concrete_function(cf: Any) -> Frontend:
-    frozen = convert_variables_to_constants_v2(cf)
+    # Loops and conditionals stay functional ops (While, If) whose bodies are TensorFlow's:
+    # lowered, a loop's back edge would be a cycle in the graph, and a kernel must not span
+    # iterations or branches. TensorFlow lowers them itself when it runs the graph.
+    frozen = convert_variables_to_constants_v2(cf, lower_control_flow=False)
     gd = frozen.graph.as_graph_def()
     in_names = [t.name for t in frozen.inputs]
     out_names = [t.name for t in frozen.outputs]
