@@ -116,9 +116,9 @@ def run(
 def export(model: Any, directory: Path) -> None:
     """Saves a Keras model as a SavedModel (signature `serving_default`) in `directory`, which
     appears whole or not at all."""
-    from tf_stitch.convert.write import write_atomically
+    from tf_stitch.runtime.cache import replace_dir
 
-    write_atomically(
+    replace_dir(
         directory,
         lambda staging: model.export(str(staging), format="tf_saved_model", verbose=False),
     )

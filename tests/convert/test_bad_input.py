@@ -9,7 +9,7 @@ import tensorflow as tf
 
 import tf_stitch
 from tf_stitch.cli import main
-from tf_stitch.convert import write
+from tf_stitch.runtime.cache import replace_dir
 
 
 def listing(root: Path) -> list[str]:
@@ -106,7 +106,7 @@ def test_a_failed_save_leaves_nothing(
     assert listing(tmp_path) == ["out", "out/old.txt"]
 
 
-def test_write_atomically_restores_the_old_directory_when_the_rename_fails(
+def test_replace_dir_restores_the_old_directory_when_the_rename_fails(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     final = tmp_path / "out"
@@ -121,7 +121,7 @@ def test_write_atomically_restores_the_old_directory_when_the_rename_fails(
 
     monkeypatch.setattr(Path, "rename", rename)
     with pytest.raises(OSError, match="rename failed"):
-        write.write_atomically(final, lambda d: (d / "new.txt").write_text("new"))
+        replace_dir(final, lambda d: (d / "new.txt").write_text("new"))
     assert listing(tmp_path) == ["out", "out/old.txt"]
 
 

@@ -33,8 +33,8 @@ from tf_stitch.convert.inputs import (
 )
 from tf_stitch.convert.signature import ConvertedSignature, convert_signature, input_specs
 from tf_stitch.convert.summary import format_summary
-from tf_stitch.convert.write import write_atomically
 from tf_stitch.progress import Progress
+from tf_stitch.runtime.cache import replace_dir
 
 TARGETS = ("cpu", "cuda")
 RTOL, ATOL = 1e-4, 1e-5  # float32 after reassociation, on normalized outputs
@@ -161,7 +161,7 @@ class Converter:
         def fill(staging: Path) -> None:
             tf.saved_model.save(self._loaded, str(staging), signatures=signatures)
 
-        return write_atomically(out, fill)
+        return replace_dir(out, fill)
 
     # -- summary ----------------------------------------------------------------------------
     def summary(self, file: TextIO | None = None) -> str:

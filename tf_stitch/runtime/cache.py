@@ -144,18 +144,27 @@ def atomic_write(path: Path, data: bytes | str) -> None:
 
 def replace_dir(final: Path, fill: Callable[[Path], None]) -> Path:
     """Makes the directory `final` with what `fill(staging)` writes into a new directory next to
-    it, then renames that into place (replacing an older `final`): readers never see it half
-    written, and a `fill` that fails leaves nothing behind."""
+    it, then renames that into place: readers never see it half written. An older `final` is
+    moved aside first and removed only once the new one is in place, so a failure at any point
+    leaves the old directory or nothing, never a partial one."""
+    final = final.absolute()
     final.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.partial-", dir=final.parent))
+    old: Path | None = None
     try:
         fill(staging)
         if final.exists():
-            shutil.rmtree(final)
+            old = Path(tempfile.mkdtemp(prefix=f".{final.name}.old-", dir=final.parent))
+            old.rmdir()
+            final.rename(old)
         staging.rename(final)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
+        if old is not None and not final.exists():
+            old.rename(final)
         raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
     return final
 
 
