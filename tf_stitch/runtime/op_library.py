@@ -138,6 +138,17 @@ def set_kernel_tracing(on: bool) -> None:
     library.tf_stitch_set_kernel_tracing(ctypes.c_int(1 if on else 0))
 
 
+def time_trace_events(n: int, name: str = "model/layer/op", op_type: str = "Op") -> int:
+    """Nanoseconds the op library takes to emit `n` host trace events at level 2 named
+    "`name`:`op_type`" (as the executor names an op's event): recorded while a profiler
+    session is active, a level check each otherwise. Loads the op library if needed."""
+    load()
+    function = ctypes.CDLL(str(_loaded_path)).tf_stitch_time_trace_events
+    function.restype = ctypes.c_int64
+    function.argtypes = [ctypes.c_int64, ctypes.c_char_p, ctypes.c_char_p]
+    return int(function(n, name.encode(), op_type.encode()))
+
+
 def load(packaged: bool = True) -> ModuleType:
     """Loads the op library once per process: the one built into the package at install time
     when it matches this source, TensorFlow and machine (`packaged`, see prebuilt.py), else

@@ -25,7 +25,7 @@ PACKAGED_DIR = RUNTIME_DIR / "_ops"
 LIBRARY_NAME = "libstitched_kernel_op.so"
 STAMP_NAME = "libstitched_kernel_op.json"
 OP_SOURCE = RUNTIME_DIR / "stitched_kernel_op.cc"
-OP_HEADERS = tuple(RUNTIME_DIR / n for n in ("cuda_driver.h", "stitched_kernel_gpu.h"))
+OP_HEADERS = tuple(RUNTIME_DIR / n for n in ("cuda_driver.h", "sha256.h", "stitched_kernel_gpu.h"))
 BASE_FLAGS = ("-std=c++17", "-shared", "-fPIC", "-O2")
 
 

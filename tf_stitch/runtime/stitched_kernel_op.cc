@@ -44,6 +44,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>  // NOLINT(build/c++11)
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -73,6 +74,8 @@
 #include "tsl/profiler/lib/traceme.h"
 #include "tsl/profiler/lib/traceme_encode.h"
 
+#include "sha256.h"
+
 namespace tf_stitch {
 namespace {
 
@@ -88,7 +91,7 @@ using ::tensorflow::shape_inference::ShapeHandle;
 
 // Bump whenever this file changes behaviour; op_library.py puts it into the
 // cache key of the built op library (together with a hash of this source).
-constexpr int kOpLibraryVersion = 5;
+constexpr int kOpLibraryVersion = 6;
 
 // Whether StitchedKernel runs record a trace event (tf_stitch.profile's run C
 // switches it on through tf_stitch_set_kernel_tracing, so that its run B
@@ -450,6 +453,30 @@ absl::Status LoadKernelLibrary(const Signature& sig, const std::string& path,
   return absl::OkStatus();
 }
 
+// Where tf_stitch.runtime.integrity records a cached library's sha256.
+std::string DigestPath(const std::string& library) {
+  return library.substr(0, library.rfind('.')) + ".sha256";
+}
+
+// Whether the library at `path` matches the digest recorded beside it; one
+// without a readable digest (not recorded yet) counts as matching, as on the
+// Python side.
+absl::Status CheckDigest(const std::string& path) {
+  std::ifstream in(DigestPath(path));
+  std::string recorded;
+  if (!(in >> recorded) || recorded.empty()) return absl::OkStatus();
+  std::string actual;
+  if (!sha256::OfFile(path, &actual)) {
+    return FailedPrecondition("cannot read ", path);
+  }
+  if (actual != recorded) {
+    return FailedPrecondition(
+        "the cached library ", path, " does not match the sha256 recorded "
+        "beside it (corrupted or truncated)");
+  }
+  return absl::OkStatus();
+}
+
 // ----------------------------------------------------------------------------
 // Where a kernel's library comes from when the cache does not have it.
 
@@ -602,8 +629,15 @@ absl::Status LoadCarriedBinary(const Signature& sig, const Embedded& e,
   if (status.ok() && in_cache) {
     std::string cc = path;
     cc.replace(cc.size() - 3, 3, ".cc");
+    sha256::Hasher hasher;
+    hasher.Update(reinterpret_cast<const unsigned char*>(e.binary.data()),
+                  e.binary.size());
     if (WriteAtomically(cc, e.source).ok() &&
         rename(tmp.c_str(), path.c_str()) == 0) {
+      // The digest of what is there now (a stale one would only make the next
+      // process install the carried binary again).
+      WriteAtomically(DigestPath(path), hasher.HexDigest() + "\n")
+          .IgnoreError();
       return status;
     }
   }
@@ -640,8 +674,10 @@ absl::Status ResolveKernel(const Signature& sig, const Embedded& e,
   std::vector<std::string> reasons;
   absl::Status status;
   struct stat info;
-  if (stat(cached.c_str(), &info) == 0) {
-    status = LoadKernelLibrary(sig, cached, run);
+  const bool exists = stat(cached.c_str(), &info) == 0;
+  if (exists) {
+    status = CheckDigest(cached);
+    if (status.ok()) status = LoadKernelLibrary(sig, cached, run);
     if (status.ok()) return status;
     reasons.push_back(std::string(status.message()));
   } else {
@@ -650,6 +686,11 @@ absl::Status ResolveKernel(const Signature& sig, const Embedded& e,
   if (e.binary.empty() && e.fallback.empty()) {
     // A node of an optimized graph, not of a converted SavedModel: its kernels
     // are compiled by ensure_compiled, which the error names.
+    if (!status.ok()) {
+      return FailedPrecondition(
+          "StitchedKernel '", sig.kernel_name, "': ", status.message(),
+          "; tf_stitch.runtime.ensure_compiled(graph_def) compiles it again");
+    }
     return LoadKernelLibrary(sig, cached, run);
   }
   if (e.binary.empty()) {
@@ -983,4 +1024,30 @@ extern "C" __attribute__((visibility("default"))) void tf_stitch_set_compiler(
 extern "C" __attribute__((visibility("default"))) void
 tf_stitch_set_kernel_tracing(int on) {
   tf_stitch::g_kernel_tracing.store(on != 0, std::memory_order_relaxed);
+}
+
+// tf_stitch.profiler's calibration (leveled.calibrate_event_cost, ctypes): the
+// wall time of `n` host trace events at level 2, each named as the executor
+// names an op ("name:Type", built only when recorded). With no profiler
+// session active, a loop of level checks; in one, what recording costs.
+extern "C" __attribute__((visibility("default"))) int64_t
+tf_stitch_time_trace_events(int64_t n, const char* name, const char* type) {
+  const std::string op_name(name), op_type(type);
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < n; ++i) {
+    tsl::profiler::TraceMe event([&] { return op_name + ":" + op_type; }, 2);
+  }
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+// The sha256 the op checks cached libraries with, of the file at `path`, as 64
+// hex characters and a NUL into `hex_out` (tests compare it with hashlib's).
+extern "C" __attribute__((visibility("default"))) int tf_stitch_sha256_file(
+    const char* path, char* hex_out) {
+  std::string hex;
+  if (!tf_stitch::sha256::OfFile(path, &hex)) return 1;
+  std::memcpy(hex_out, hex.c_str(), hex.size() + 1);
+  return 0;
 }
