@@ -235,3 +235,30 @@ def test_a_keras_rnn_converts_around_its_loop(tmp_path: Path) -> None:
         )
     }
     assert_same(outputs_of(saved, feeds), outputs_of(tmp_path / "out", feeds))
+
+
+def test_identical_signatures_are_converted_and_saved_once(cnn_dir: Path, tmp_path: Path) -> None:
+    converter = tf_stitch.Converter(cnn_dir, targets=["cpu"])
+    converter.convert()
+    converted = converter.converted
+    assert set(converted) == {"serve", "serving_default"}  # Keras export writes both
+    first, second = converter.signature_keys
+    assert converted[second].same_as == first
+    assert converted[second].function is converted[first].function
+    assert f"signature {second!r}: the same function as {first!r}" in converter.summary()
+    out = converter.save(tmp_path / "out")
+    assert len(stitched_nodes(saved_graph_def(out))) == len(converted[first].context.kernels)
+    loaded = tf.saved_model.load(str(out))
+    original = tf.saved_model.load(str(cnn_dir))
+    feed = random_feed(original.signatures[first])
+    for key in (first, second):
+        got, want = loaded.signatures[key](**feed), original.signatures[key](**feed)
+        assert got.keys() == want.keys()
+        for name in want:
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=2e-5)
+
+
+def test_different_signatures_are_not_merged(module_dir: Path) -> None:
+    converter = tf_stitch.Converter(module_dir, targets=["cpu"])
+    converter.convert()
+    assert all(c.same_as is None for c in converter.converted.values())

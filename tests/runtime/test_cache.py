@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 import textwrap
@@ -196,3 +197,16 @@ def test_replace_dir_is_all_or_nothing(tmp_path: Path) -> None:
     assert sorted(p.name for p in final.parent.iterdir()) == ["r"]  # no staging left over
     replace_dir(final, lambda d: (d / "b.txt").write_text("two"))
     assert sorted(p.name for p in final.iterdir()) == ["b.txt"]
+
+
+def test_replace_dir_publishes_with_a_plain_directorys_mode(tmp_path: Path) -> None:
+    from tf_stitch.runtime.cache import replace_dir
+
+    previous = os.umask(0o022)
+    try:
+        (tmp_path / "plain").mkdir()
+        final = replace_dir(tmp_path / "published", lambda d: (d / "a.txt").write_text("one"))
+    finally:
+        os.umask(previous)
+    mode = stat.S_IMODE(final.stat().st_mode)
+    assert mode == stat.S_IMODE((tmp_path / "plain").stat().st_mode) == 0o755

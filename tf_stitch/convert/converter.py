@@ -14,6 +14,7 @@ the output runs wherever `import tf_stitch` works. Signatures not converted are 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import warnings
@@ -31,7 +32,12 @@ from tf_stitch.convert.inputs import (
     check_saved_model_dir,
     check_signature_keys,
 )
-from tf_stitch.convert.signature import ConvertedSignature, convert_signature, input_specs
+from tf_stitch.convert.signature import (
+    ConvertedSignature,
+    convert_signature,
+    fingerprint,
+    input_specs,
+)
 from tf_stitch.convert.summary import format_summary
 from tf_stitch.progress import Progress
 from tf_stitch.runtime.cache import replace_dir
@@ -77,10 +83,17 @@ class Converter:
         """Converts the signatures; returns the converted ConcreteFunctions by signature key.
         With `progress` (e.g. sys.stderr), a progress bar is drawn there."""
         bar = Progress(len(self.signature_keys), progress, "converting") if progress else None
+        first_of: dict[bytes, str] = {}
         for i, key in enumerate(self.signature_keys):
             if bar is not None:
                 bar.update(i, key)
             concrete = self._loaded.signatures[key]
+            same = first_of.setdefault(fingerprint(concrete), key)
+            if same != key:  # converted once, saved once, under both keys
+                self._converted[key] = dataclasses.replace(
+                    self._converted[same], key=key, original=concrete, shapes_seen=[], same_as=same
+                )
+                continue
             try:
                 self._converted[key] = convert_signature(
                     key, concrete, self.input_shapes, cuda="cuda" in self.targets
@@ -91,7 +104,7 @@ class Converter:
         if bar is not None:
             bar.update(len(self.signature_keys))
         for c in self._converted.values():
-            for message in c.context.warnings:
+            for message in c.context.warnings if c.same_as is None else ():
                 warnings.warn(f"signature {c.key!r}: {message}", RuntimeWarning, stacklevel=2)
         return {k: c.function for k, c in self._converted.items()}
 
@@ -114,6 +127,8 @@ class Converter:
         for batch in input_fn():
             matched = self._signatures_for(batch)
             for c, kwargs in matched:
+                if c.same_as is not None and any(m.key == c.same_as for m, _ in matched):
+                    continue  # the same function, checked under its first key
                 _check_outputs(c, kwargs)
                 if c.launches is None:
                     c.launches = _launches(c, kwargs)

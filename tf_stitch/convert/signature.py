@@ -3,6 +3,7 @@ ConcreteFunction with the original's input names and structured outputs."""
 
 from __future__ import annotations
 
+import hashlib
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +39,24 @@ class ConvertedSignature:
     launches: tuple[int, int] | None = None  # kernels per step before/after, when measured
     shapes_seen: list[dict[str, tuple[int, ...]]] = field(default_factory=list)
     max_abs_diff: float | None = None  # over build()'s batches
+    same_as: str | None = None  # the signature whose conversion this one shares
+
+
+def fingerprint(concrete: Any) -> bytes:
+    """What two signatures share when they are the same computation (as Keras' `serve` and
+    `serving_default` are): inputs, outputs, the objects they capture (the variables) and
+    the nodes of their wrapper graphs, which name the functions they call (names unique within
+    a loaded SavedModel). A placeholder's `_user_specified_name` (its capture's number) is
+    left out."""
+    digest = hashlib.sha256(
+        repr((concrete.structured_input_signature, concrete.structured_outputs)).encode()
+    )
+    digest.update(repr([id(t) for t in concrete.captured_inputs]).encode())
+    for node in concrete.graph.as_graph_def().node:
+        if node.op == "Placeholder":
+            node.attr.pop("_user_specified_name", None)
+        digest.update(node.SerializeToString(deterministic=True))
+    return digest.digest()
 
 
 def input_specs(concrete: Any) -> dict[str, tf.TensorSpec]:

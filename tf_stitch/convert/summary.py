@@ -49,6 +49,12 @@ def format_kernel(c: ConvertedSignature, info: Any, node: Any) -> list[str]:
 def format_summary(converted: Sequence[ConvertedSignature]) -> str:
     lines = []
     for c in converted:
+        if c.same_as is not None:
+            lines.append(
+                f"signature {c.key!r}: the same function as {c.same_as!r} (converted and "
+                "saved once, under both keys)"
+            )
+            continue
         nodes = {n.name: n for n in c.graph_def.node}
         kernels = c.context.kernels
         members = sum(len(k.members) for k in kernels)

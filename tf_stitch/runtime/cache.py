@@ -17,6 +17,7 @@ import contextlib
 import fcntl
 import os
 import pwd
+import secrets
 import shutil
 import tempfile
 import threading
@@ -149,7 +150,7 @@ def replace_dir(final: Path, fill: Callable[[Path], None]) -> Path:
     leaves the old directory or nothing, never a partial one."""
     final = final.absolute()
     final.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.partial-", dir=final.parent))
+    staging = _new_dir(final.parent, f".{final.name}.partial-")
     old: Path | None = None
     try:
         fill(staging)
@@ -166,6 +167,20 @@ def replace_dir(final: Path, fill: Callable[[Path], None]) -> Path:
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def _new_dir(parent: Path, prefix: str) -> Path:
+    """A new empty directory `<prefix><random>` in `parent`, with the mode a plain mkdir gives
+    (0777 less the umask): mkdtemp's 0700 would keep other users, such as a model server or a
+    TensorBoard running as someone else, from reading what is published."""
+    for _ in range(100):
+        path = parent / f"{prefix}{secrets.token_hex(4)}"
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        return path
+    raise FileExistsError(f"no free name {prefix}* in {parent}")
 
 
 def build_once(path: Path, build: Callable[[Path], None], suffix: str = "") -> bool:
