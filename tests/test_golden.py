@@ -52,7 +52,8 @@ def lstm_gates(zx: tf.Tensor, zh: tf.Tensor, c: tf.Tensor) -> tuple[tf.Tensor, t
 
 
 def siblings(a: tf.Tensor, b: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """Two independent regions of one layer: one kernel with two outputs."""
+    """Two independent regions of one layer (of one batch size: the shapes say so) make one
+    kernel with two outputs."""
     return tf.nn.relu(a * 2.0 + 1.0), tf.sigmoid(b) * 3.0
 
 
@@ -80,7 +81,7 @@ KERNELS: dict[str, tuple[Callable[..., Any], list[tf.TensorSpec]]] = {
     "softmax": (softmax, [S([8, 128])]),
     "bias_gelu": (bias_gelu, [S([None, 32]), S([32])]),
     "lstm_gates": (lstm_gates, [S([None, 64]), S([None, 64]), S([None, 16])]),
-    "siblings": (siblings, [S([None, 24]), S([None, 24])]),
+    "siblings": (siblings, [S([8, 24]), S([8, 24])]),
     "gru_step": (gru_step, [S([None, 32]), S([None, 16]), S([48, 64])]),
     "skip_gram": (skip_gram, [S([None], tf.int32), S([None], tf.int32), S([100, 32])]),
     "batch_norm_training": (batch_norm_training, [S([None, 7, 7, 48])]),

@@ -6,8 +6,12 @@ without keepdims, column reductions over the batch, sums over time of the sequen
 a value, projections of every step of the sequence (BatchMatMulV2), transposes (of a value and
 back; of the sequence, reduced over time), windows of the inputs, steps `seq[:, t]` of the
 sequence, matmuls of one value or of a concatenation of two, rows of a table picked by the ids,
-several fetched values); each is optimized and compared with TensorFlow at two batch sizes. The
-grouping is checked for cycles by TensorFlow itself when it imports the graph.
+several fetched values, pieces of a split returned as they are), lowered conditionals (a
+Switch on a boolean input, ops on both sides, a Merge), and a chain over a fifth input `c` whose
+batch size is its own (fed with another size: kernels must never assume it equal to the
+others'); each is optimized and compared with TensorFlow at two batch sizes, for both values of
+the condition. The grouping is checked for cycles by TensorFlow
+itself when it imports the graph.
 Examples: TF_STITCH_PROPERTY_EXAMPLES (default 15; more for a longer search).
 """
 
@@ -50,7 +54,8 @@ BINARY: dict[str, Callable[[tf.Tensor, tf.Tensor], tf.Tensor]] = {
     "div": lambda a, b: a / (tf.abs(b) + 1.0),
 }
 KINDS = ("unary", "unary", "binary", "binary", "reduce", "window", "matmul", "step")
-KINDS += ("concat_matmul", "gather", "column", "over_time", "transpose", "batched")
+KINDS += ("concat_matmul", "gather", "column", "over_time", "transpose", "batched", "other")
+KINDS += ("cond", "split")
 REDUCE: dict[str, Callable[..., tf.Tensor]] = {
     "sum": tf.reduce_sum,
     "mean": tf.reduce_mean,
@@ -93,6 +98,8 @@ def programs(draw: st.DrawFn) -> tuple[list[Step], list[int]]:
             steps.append(Step(kind, "concat_matmul", (draw(pick), draw(pick))))
         elif kind == "gather":
             steps.append(Step(kind, "gather", ()))
+        elif kind in ("cond", "split", "other"):  # ("other": a step of the chain over `c`)
+            steps.append(Step(kind, draw(st.sampled_from(sorted(UNARY))), (draw(pick),)))
         elif kind in ("over_time", "batched"):
             steps.append(Step(kind, kind, (draw(pick),)))
         elif kind == "transpose":
@@ -114,11 +121,25 @@ def build(steps: list[Step], outputs: list[int]) -> Callable[..., tuple[tf.Tenso
     table = tf.constant(rng.standard_normal([VOCAB, N]).astype(np.float32))
     ones = tf.ones([N])
 
-    def fn(a: tf.Tensor, b: tf.Tensor, seq: tf.Tensor, ids: tf.Tensor) -> tuple[tf.Tensor, ...]:
+    def fn(
+        a: tf.Tensor, b: tf.Tensor, seq: tf.Tensor, ids: tf.Tensor, c: tf.Tensor, p: tf.Tensor
+    ) -> tuple[tf.Tensor, ...]:
         values = [a[:, :N], b[:, N:]]
+        chain = [c]  # values of c's batch size
+        pieces: list[tf.Tensor] = []  # returned as they are
         for s in steps:
             x = values[s.args[0]] if s.args and s.kind not in ("window", "step") else a
-            if s.kind == "unary":
+            if s.kind == "cond":  # a lowered tf.cond
+                f, t = tf.raw_ops.Switch(data=x, pred=p)
+                y = tf.raw_ops.Merge(inputs=[UNARY[s.op](t) * 2.0 + 1.0, tf.tanh(f) - 0.5])[0]
+            elif s.kind == "split":
+                first, rest = tf.split(UNARY[s.op](x), [4, N - 4], axis=1)
+                pieces += [first, rest]
+                y = tf.concat([rest, first * 2.0], axis=1)
+            elif s.kind == "other":
+                chain.append(UNARY[s.op](chain[-1]) * 1.5 + chain[s.args[0] % len(chain)])
+                y = x * 0.5
+            elif s.kind == "unary":
                 y = UNARY[s.op](x)
             elif s.kind == "binary":
                 y = BINARY[s.op](x, values[s.args[1]])
@@ -152,7 +173,7 @@ def build(steps: list[Step], outputs: list[int]) -> Callable[..., tuple[tf.Tenso
             else:
                 y = tf.matmul(x * ones, weights)
             values.append(y)
-        return tuple(values[i] * ones for i in outputs)
+        return (*(values[i] * ones for i in outputs), chain[-1] * ones, *pieces)
 
     return fn
 
@@ -171,10 +192,15 @@ def test_optimized_random_graphs_match_tensorflow(program: tuple[list[Step], lis
         tf.TensorSpec([None, 2 * N]),
         tf.TensorSpec([None, T, N]),
         tf.TensorSpec([None], tf.int32),
+        tf.TensorSpec([None, N]),
+        tf.TensorSpec([], tf.bool),
     ]
     original = tf.function(build(steps, outputs), input_signature=sig)
     optimized = tf_stitch.optimize(original)
     for batch, seed in ((1, 0), (4, 1)):
         xs = random_inputs(sig[:3], batch=batch, seed=seed)
         ids = tf.constant(np.random.default_rng(seed).integers(0, VOCAB, [batch]), tf.int32)
-        assert_close(original(*xs, ids), optimized(*xs, ids), rtol=2e-5, atol=2e-5)
+        (c,) = random_inputs(sig[4:5], batch=batch + 2, seed=seed)
+        for p in (tf.constant(True), tf.constant(False)):
+            want, got = original(*xs, ids, c, p), optimized(*xs, ids, c, p)
+            assert_close(want, got, rtol=2e-5, atol=2e-5)

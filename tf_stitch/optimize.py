@@ -129,6 +129,11 @@ def validate(original: Graph, optimized: Graph) -> str:
         return str(e)
     if len(again.outputs) != len(original.outputs):
         return "the number of outputs changed"
+    for name in ("inputs", "outputs"):
+        before, after = getattr(original, name), getattr(optimized, name)
+        if before != after:
+            moved = [f"{a} -> {b}" for a, b in zip(before, after, strict=False) if a != b]
+            return f"the requested {name} changed ({', '.join(moved[:3]) or 'their number'})"
     for a, b in zip(original.outputs, again.outputs, strict=True):
         x, y = original.info(a), again.info(b)
         if x.dtype != y.dtype or x.rank != y.rank:

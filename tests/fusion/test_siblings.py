@@ -27,9 +27,27 @@ def test_independent_groups_of_one_layer_share_a_kernel() -> None:
     def fn(a: tf.Tensor, b: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         return tf.nn.relu(a * 2.0 + 1.0), tf.sigmoid(b) * 3.0 - 1.0
 
-    plan = _plan(fn, S([None, 8]), S([None, 8]))
+    plan = _plan(fn, S([4, 8]), S([4, 8]))
     assert len(plan.groups) == 1 and len(plan.groups[0].outputs) == 2
     assert any("independent, same layer" in str(r) for r in plan.records)
+
+
+def test_independent_groups_of_unrelated_unknown_sizes_stay_apart() -> None:
+    def fn(a: tf.Tensor, b: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        return tf.nn.relu(a * 2.0 + 1.0), tf.sigmoid(b) * 3.0 - 1.0
+
+    plan = _plan(fn, S([None, 8]), S([None, 8]))
+    assert len(plan.groups) == 2
+    assert any("does not prove equal" in str(r) for r in plan.records)
+
+
+def test_independent_groups_of_one_unknown_batch_share_a_kernel() -> None:
+    def fn(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        a, b = x[:, :8], x[:, 8:]
+        return tf.nn.relu(a * 2.0 + 1.0), tf.sigmoid(b) * 3.0 - 1.0
+
+    plan = _plan(fn, S([None, 16]))
+    assert len(plan.groups) == 1 and len(plan.groups[0].outputs) == 2
 
 
 def test_groups_of_different_layers_stay_apart() -> None:
@@ -59,11 +77,11 @@ def test_lone_bias_adds_of_matmuls_are_left_to_tensorflow() -> None:
 
 
 def test_multi_output_sibling_kernels_compute_the_same_values() -> None:
-    def fn(a: tf.Tensor, b: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        s = tf.nn.softmax(a)
-        return s, tf.reduce_max(a, -1) * 2.0, tf.nn.relu(b - 1.0)
+    def fn(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        s = tf.nn.softmax(x)
+        return s, tf.reduce_max(x, -1) * 2.0, tf.nn.relu(x - 1.0)
 
-    sig = [S([None, 12]), S([None, 12])]
+    sig = [S([None, 12])]
     f = tf.function(fn, input_signature=sig)
     opt = tf_stitch.optimize(f)
     assert sum(n.op == "StitchedKernel" for n in opt.graph_def.node) == 1

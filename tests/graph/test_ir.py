@@ -128,6 +128,17 @@ def test_topological_order_reports_cycles_and_missing_inputs() -> None:
         h.topological_order()
 
 
+def test_a_loops_back_edge_does_not_order_the_merge() -> None:
+    g = Graph()
+    g.add(Node("enter", "Enter", [TensorRef("x")], outputs=[F]))
+    g.add(Node("merge", "Merge", [TensorRef("enter"), TensorRef("next")], outputs=[F, F]))
+    g.add(Node("body", "Tanh", [TensorRef("merge")], outputs=[F]))
+    g.add(Node("next", "NextIteration", [TensorRef("body")], outputs=[F]))
+    g.add(Node("x", "Placeholder", outputs=[F]))
+    assert g.predecessors(g.node("merge")) == {"enter"}
+    assert [n.name for n in g.topological_order()] == ["x", "enter", "merge", "body", "next"]
+
+
 def test_copy_does_not_share_mutable_state() -> None:
     g = chain()
     g.library, g.versions = b"lib", b"ver"

@@ -73,3 +73,18 @@ def test_does_not_drop_edges_from_unregistered_ops() -> None:
     assert out.node("after").control_inputs == ["custom"]
     assert out.node("custom").inputs == [] and out.targets == ["after"]
     assert TensorRef("custom") not in out.consumers()
+
+
+def test_keeps_edges_that_put_constants_into_a_branch() -> None:
+    def cond() -> None:
+        x = tf.compat.v1.placeholder(tf.float32, [3], name="x")
+        p = tf.compat.v1.placeholder_with_default(True, [], name="p")
+        _, t = tf.raw_ops.Switch(data=x, pred=p)
+        pivot = tf.identity(t, name="pivot")
+        with tf.control_dependencies([pivot]):
+            c = tf.constant(2.0, name="c")
+        tf.identity(t * c, name="out")
+
+    g = v1_graph(cond, outputs=["out"])
+    out = run_pass(drop_pure_control_deps, g)
+    assert out.node("c").control_inputs == ["pivot"]

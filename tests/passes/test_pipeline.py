@@ -136,7 +136,8 @@ def test_dump_dir_gets_every_pass_the_plan_the_kernels_and_a_runnable_repro(
         text = (dump / f"{i:02d}_{p.name}.pbtxt").read_text()
         text_format.Parse(text, tf.compat.v1.GraphDef())
     final = text_format.Parse(
-        (dump / f"{len(PIPELINE) - 1:02d}_cleanup.pbtxt").read_text(), tf.compat.v1.GraphDef()
+        (dump / f"{len(PIPELINE) - 1:02d}_{PIPELINE[-1].name}.pbtxt").read_text(),
+        tf.compat.v1.GraphDef(),
     )
     assert final == graph_to_graph_def(out)
     assert (dump / "plan.txt").read_text().splitlines() == [str(r) for r in ctx.records]

@@ -221,7 +221,10 @@ class _Lowerer:
                 continue  # read only through slices or by matmuls (below)
             info = self.graph.info(ref)
             value = scalar_constant(self.graph, ref)
-            if value is not None and info.dtype in _LITERAL_DTYPES:
+            # (a constant with control inputs stays an input: in a branch or a loop frame,
+            # that edge is what keeps the kernel from running where the branch is dead)
+            ordered = bool(self.graph.node(ref.node).control_inputs)
+            if value is not None and info.dtype in _LITERAL_DTYPES and not ordered:
                 self.literals[ref] = Lit(value, info.dtype)
                 continue
             param = self._param(ref, f"in{len(self.kernel.inputs)}", len(self.kernel.inputs))

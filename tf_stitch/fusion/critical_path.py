@@ -22,14 +22,14 @@ class CriticalPath:
 
 
 def critical_path(graph: Graph, order: list[Node]) -> CriticalPath:
-    """Depths and heights over data and control edges; `order` is a topological order."""
+    """Depths and heights over data and control edges (not loops' back edges); `order` is a
+    topological order."""
     depth: dict[str, int] = {}
     for node in order:
-        preds = [r.node for r in node.inputs] + node.control_inputs
-        depth[node.name] = 1 + max((depth[p] for p in preds), default=0)
+        depth[node.name] = 1 + max((depth[p] for p in graph.predecessors(node)), default=0)
     height: dict[str, int] = {n.name: 1 for n in order}
     for node in reversed(order):
-        for p in {r.node for r in node.inputs} | set(node.control_inputs):
+        for p in graph.predecessors(node):
             height[p] = max(height[p], height[node.name] + 1)
     length = max((depth[n] + height[n] - 1 for n in depth), default=0)
     return CriticalPath(depth, height, length)

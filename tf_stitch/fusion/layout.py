@@ -16,8 +16,10 @@ A small MatMul in the group is a *tile*: computed per block of rows from two gro
 the block's rows run, then read by the group like an input (directly or through slices). Its
 rows must be the domain's rows, so a block computes exactly the rows it needs.
 
-Unknown sizes (None) are allowed where every tensor on that axis is unknown too: the kernel
-binds them at run time and checks that they agree.
+Unknown sizes (None) are allowed where every tensor on that axis is unknown too, and the graph
+proves them equal (`symbolic_dims.py`): the kernel binds them at run time and checks that they
+agree. Unknown sizes the graph does not relate (two inputs of unrelated lengths) may differ, so
+they never share an axis.
 """
 
 from __future__ import annotations
@@ -30,9 +32,11 @@ from tf_stitch.fusion.decision import Decision, forbid
 from tf_stitch.fusion.op_kinds import OpKind, op_spec
 from tf_stitch.fusion.operand_segments import NotInPlace, OperandReader, Segment, static_product
 from tf_stitch.fusion.static_args import reduction_axes, slice_window, transpose_perm
+from tf_stitch.fusion.symbolic_dims import Dim, SymbolicDims
 from tf_stitch.graph.ir import Graph, Node, TensorRef
 
 Dims = tuple[int | None, ...]
+Symbols = tuple[Dim | None, ...]  # the symbol of each unknown size (None where it is known)
 FULL = "full"
 OUTER = "outer"
 
@@ -146,18 +150,25 @@ def keep_dims(node: Node) -> bool:
     return bool(node.attrs.get("keep_dims", False))
 
 
-def analyze(graph: Graph, members: Iterable[str], order: dict[str, int]) -> Layout | Decision:
-    """The layout of the group `members`, or a forbid decision saying why it has none."""
+def analyze(
+    graph: Graph,
+    members: Iterable[str],
+    order: dict[str, int],
+    dims: SymbolicDims | None = None,
+) -> Layout | Decision:
+    """The layout of the group `members`, or a forbid decision saying why it has none.
+    `dims` relates the graph's unknown sizes (computed here if not given)."""
     nodes = sorted((graph.node(n) for n in members), key=lambda n: order[n.name])
     try:
-        return _Analysis(graph, nodes).run()
+        return _Analysis(graph, nodes, dims or SymbolicDims(graph)).run()
     except LayoutError as e:
         return forbid(str(e))
 
 
 class _Analysis:
-    def __init__(self, graph: Graph, nodes: list[Node]) -> None:
+    def __init__(self, graph: Graph, nodes: list[Node], dims: SymbolicDims) -> None:
         self.graph = graph
+        self.dims = dims
         self.nodes = nodes
         self.names = {n.name for n in nodes}
         self.placements: dict[TensorRef, Placement] = {}
@@ -169,6 +180,7 @@ class _Analysis:
         # Transposes of values the group computes: written out, never read in the group.
         self.transposed: set[TensorRef] = set()
         self.domain: Dims = ()
+        self.domain_symbols: Symbols = ()
         self.split = -1
         # The reductions' kept axes (the outer frame), and the order of the domain's axes in
         # the schedule: kept axes, then reduced ones (the identity for row reductions).
@@ -295,14 +307,16 @@ class _Analysis:
                     raise LayoutError(f"{ref} has an unknown rank")
         if not reductions:
             shapes = [
-                (ref, _domain_shape(self.graph, node, ref))
+                (ref, *self._domain_shape(node, ref))
                 for node in self.nodes
                 if op_spec(node.op).kind not in (OpKind.RESHAPE, OpKind.MATMUL)
                 for ref in _read_inputs(node) + self._shaping_outputs(node)
             ]
-            return broadcast_all(shapes), -1
+            domain, self.domain_symbols = broadcast_all(shapes)
+            return domain, -1
         first = reductions[0]
         domain = self.graph.info(first.inputs[0]).shape or ()
+        self.domain_symbols = self.dims.symbols(first.inputs[0])
         axes = reduction_axes(self.graph, first)
         for red in reductions:
             shape = self.graph.info(red.inputs[0]).shape or ()
@@ -315,6 +329,11 @@ class _Analysis:
                 raise LayoutError(
                     f"{red.name} reduces axes {list(r_axes)} of {fmt(shape)} but "
                     f"{first.name} axes {list(axes or ())} of {fmt(domain)}"
+                )
+            if self.dims.symbols(red.inputs[0]) != self.domain_symbols:
+                raise LayoutError(
+                    f"{red.name} and {first.name} reduce tensors whose unknown sizes "
+                    "the graph does not prove equal"
                 )
         reduced = set(axes or ())
         self.kept = tuple(a for a in range(len(domain)) if a not in reduced)
@@ -470,7 +489,10 @@ class _Analysis:
             for i, (s, w) in enumerate(zip(source, window, strict=True))
             if not (w == 1 and s != 1)
         ]
-        placement = self._place_dims(out, tuple(window[i] for i in kept), FULL)
+        symbols = self.dims.symbols(out)
+        placement = self._place_dims(
+            out, tuple(window[i] for i in kept), FULL, tuple(symbols[i] for i in kept)
+        )
         axes = [-1] * len(source)
         for i, axis in zip(kept, placement.axes, strict=True):
             axes[i] = axis
@@ -502,9 +524,21 @@ class _Analysis:
     def _place(self, ref: TensorRef, frame: str) -> Placement:
         dims = self.graph.info(ref).shape
         assert dims is not None
-        return self._place_dims(ref, tuple(dims), frame)
+        return self._place_dims(ref, tuple(dims), frame, self.dims.symbols(ref))
 
-    def _place_dims(self, ref: TensorRef, dims: Dims, frame: str) -> Placement:
+    def _domain_shape(self, node: Node, ref: TensorRef) -> tuple[Dims, Symbols]:
+        """The shape a tensor contributes to the domain, and its sizes' symbols: a slice's
+        window without the dims it cuts to a single element."""
+        shape = tuple(self.graph.info(ref).shape or ())
+        symbols = self.dims.symbols(ref)
+        if op_spec(node.op).kind is OpKind.SLICE and ref == node.output(0):
+            source = self.graph.info(node.inputs[0]).shape or ()
+            pairs = enumerate(zip(source, shape, strict=True))
+            kept = [i for i, (s, w) in pairs if w != 1 or s == 1]
+            return tuple(shape[i] for i in kept), tuple(symbols[i] for i in kept)
+        return shape, symbols
+
+    def _place_dims(self, ref: TensorRef, dims: Dims, frame: str, symbols: Symbols) -> Placement:
         if frame == OUTER and self.split < 0:
             raise LayoutError(f"{ref}: no outer frame in an elementwise group")
         frame_axes = self.kept if frame == OUTER else tuple(range(len(self.domain)))
@@ -512,8 +546,12 @@ class _Analysis:
         if len(dims) > width:
             raise LayoutError(f"{ref} has rank {len(dims)}, more than the {frame} frame's {width}")
         axes = frame_axes[width - len(dims) :]
-        for d, a in zip(dims, axes, strict=True):
+        for d, a, symbol in zip(dims, axes, symbols, strict=True):
             check_fits(ref, d, self.domain[a])
+            if d is None and symbol != self.domain_symbols[a]:
+                raise LayoutError(
+                    f"{ref}: its unknown size on axis {a} is not proven equal to the others there"
+                )
         return Placement(frame, tuple(dims), axes)
 
 
@@ -532,34 +570,30 @@ def _read_inputs(node: Node) -> list[TensorRef]:
     return [] if op_spec(node.op).kind in kinds else data_inputs(node)
 
 
-def _domain_shape(graph: Graph, node: Node, ref: TensorRef) -> Dims:
-    """The shape a tensor contributes to the domain: a slice's window without the dims it cuts
-    to a single element."""
-    shape = tuple(graph.info(ref).shape or ())
-    if op_spec(node.op).kind is OpKind.SLICE and ref == node.output(0):
-        source = graph.info(node.inputs[0]).shape or ()
-        return tuple(w for s, w in zip(source, shape, strict=True) if not (w == 1 and s != 1))
-    return shape
-
-
-def broadcast_all(shapes: list[tuple[TensorRef, Dims]]) -> Dims:
-    """numpy broadcasting of all shapes; an unknown size meets only unknown sizes or 1."""
-    rank = max((len(s) for _, s in shapes), default=0)
+def broadcast_all(shapes: list[tuple[TensorRef, Dims, Symbols]]) -> tuple[Dims, Symbols]:
+    """numpy broadcasting of all shapes, and the symbols of the unknown sizes; an unknown size
+    meets only 1 or unknown sizes of its own symbol."""
+    rank = max((len(s) for _, s, _ in shapes), default=0)
     out: list[int | None] = [1] * rank
+    symbols: list[Dim | None] = [None] * rank
     known_from: list[TensorRef | None] = [None] * rank
-    for ref, shape in shapes:
-        for i, d in enumerate(shape):
+    for ref, shape, shape_symbols in shapes:
+        for i, (d, symbol) in enumerate(zip(shape, shape_symbols, strict=True)):
             a = rank - len(shape) + i
-            if d == 1 or d == out[a]:
+            if d == 1 or (d == out[a] and symbol == symbols[a]):
                 continue
             if out[a] == 1:
-                out[a], known_from[a] = d, ref
+                out[a], symbols[a], known_from[a] = d, symbol, ref
                 continue
+            if d is None and out[a] is None:
+                raise LayoutError(
+                    f"{ref} and {known_from[a]} have unknown sizes the graph does not prove equal"
+                )
             raise LayoutError(
                 f"{ref} has size {_d(d)} where {known_from[a]} has {_d(out[a])}: "
                 + ("the broadcast is ambiguous" if None in (d, out[a]) else "they do not broadcast")
             )
-    return tuple(out)
+    return tuple(out), tuple(symbols)
 
 
 def valid_loop_splits(layout: Layout, inputs: list[TensorRef]) -> list[int]:

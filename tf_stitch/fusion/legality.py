@@ -16,7 +16,9 @@ from tf_stitch.fusion.decision import Decision, allow, forbid
 from tf_stitch.fusion.layout import OUTER, Layout, fmt
 from tf_stitch.fusion.op_kinds import FUSIBLE_DTYPES, OpKind, op_spec
 from tf_stitch.fusion.static_args import reduction_axes, slice_window, transpose_perm
+from tf_stitch.fusion.symbolic_dims import SymbolicDims
 from tf_stitch.graph.ir import Graph, Node, TensorRef
+from tf_stitch.graph.liveness import Liveness, liveness
 from tf_stitch.graph.values import constant_value
 
 
@@ -53,6 +55,16 @@ class Context:
     @cached_property
     def order(self) -> dict[str, int]:
         return {n.name: i for i, n in enumerate(self.graph.topological_order())}
+
+    @cached_property
+    def dims(self) -> SymbolicDims:
+        """Which unknown sizes the graph proves equal."""
+        return SymbolicDims(self.graph)
+
+    @cached_property
+    def liveness(self) -> dict[str, Liveness]:
+        """Each node's loop frame and the Switch branches it is alive under."""
+        return liveness(self.graph)
 
 
 def is_stateful(op: str) -> bool:
@@ -195,6 +207,16 @@ def _tile_is_broadcast(graph: Graph, node: Node) -> bool:
     if multiples is None or shape is None or len(multiples) != len(shape):
         return False
     return all(int(m) == 1 or d == 1 for m, d in zip(multiples, shape, strict=True))
+
+
+def same_liveness(ctx: Context, a: list[str], b: list[str]) -> Decision:
+    """Ops alive under different control flow (another loop frame, another branch of a Switch)
+    never share a kernel: it would wait for a tensor that is dead, or run where one side must
+    not. A group's members all have one key, so one member of each side tells."""
+    x, y = ctx.liveness[a[0]], ctx.liveness[b[0]]
+    if x != y:
+        return forbid(f"alive under different control flow ({x} vs {y})")
+    return allow()
 
 
 def same_device(ctx: Context, a: list[str], b: list[str]) -> Decision:

@@ -6,19 +6,26 @@ from collections import deque
 
 from tf_stitch.fusion.decision import Decision, allow, forbid
 from tf_stitch.fusion.layout import analyze, fmt
-from tf_stitch.fusion.legality import Context, group_outputs, outputs_legality, same_device
+from tf_stitch.fusion.legality import (
+    Context,
+    group_outputs,
+    outputs_legality,
+    same_device,
+    same_liveness,
+)
 from tf_stitch.fusion.union_find import UnionFind
 
 
 def merge_legality(
     ctx: Context, a: set[str], b: set[str], union: set[str], groups: UnionFind
 ) -> Decision:
-    verdict = same_device(ctx, sorted(a), sorted(b))
-    if not verdict:
-        return verdict
+    for check in (same_device, same_liveness):
+        verdict = check(ctx, sorted(a), sorted(b))
+        if not verdict:
+            return verdict
     if creates_cycle(ctx, union, groups):
         return forbid("would create a cycle through nodes outside the group")
-    layout = analyze(ctx.graph, union, ctx.order)
+    layout = analyze(ctx.graph, union, ctx.order, ctx.dims)
     if isinstance(layout, Decision):
         return layout
     verdict = outputs_legality(layout, group_outputs(ctx, union))

@@ -157,7 +157,7 @@ def _finish(
                 f"group of {nodes[0].name}", forbid("fewer than two compute ops: nothing to stitch")
             )
         return None
-    layout = analyze(ctx.graph, members, ctx.order)
+    layout = analyze(ctx.graph, members, ctx.order, ctx.dims)
     if isinstance(layout, Decision):  # a single node never checked by a merge
         plan.log(f"group of {nodes[0].name}", layout)
         return None

@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 Shape = tuple[int | None, ...] | None
+# A lowered loop's back edge runs from a NextIteration to the Merge at the top of the loop.
+MERGE_OPS = frozenset({"Merge", "RefMerge"})
+NEXT_ITERATION_OPS = frozenset({"NextIteration", "RefNextIteration"})
 
 
 class TensorRef(NamedTuple):
@@ -186,14 +189,24 @@ class Graph:
                 users.setdefault(src, []).append(node.name)
         return users
 
+    def predecessors(self, node: Node) -> set[str]:
+        """The nodes `node` waits for in one iteration: its data and control inputs, less a
+        loop's back edge (a NextIteration into a Merge, as TensorFlow's executor orders them)."""
+        preds = {r.node for r in node.inputs} | set(node.control_inputs)
+        if node.op in MERGE_OPS:
+            back = {p for p in preds if p in self.nodes and self.nodes[p].op in NEXT_ITERATION_OPS}
+            preds -= back
+        return preds
+
     def topological_order(self) -> list[Node]:
         """Nodes with every producer (data or control) before its consumers, otherwise in
-        insertion order. Raises ValueError naming a node on a cycle or a missing input."""
+        insertion order; loops' back edges do not count. Raises ValueError naming a node on a
+        cycle or a missing input."""
         position = {name: i for i, name in enumerate(self.nodes)}
         indegree: dict[str, int] = {}
         succ: dict[str, list[str]] = {name: [] for name in self.nodes}
         for node in self.nodes.values():
-            preds = {r.node for r in node.inputs} | set(node.control_inputs)
+            preds = self.predecessors(node)
             for p in preds:
                 if p not in self.nodes:
                     raise ValueError(f"node {node.name!r} reads {p!r}, which is not in the graph")

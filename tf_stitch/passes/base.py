@@ -13,7 +13,7 @@ from typing import Any
 
 from tf_stitch.fusion.decision import Record
 from tf_stitch.fusion.memory_plan import DEFAULT_BUDGET_BYTES
-from tf_stitch.graph.ir import Graph
+from tf_stitch.graph.ir import Graph, TensorRef
 
 MAX_ON_CHIP_BUDGET = 16 * 1024 * 1024
 KERNEL_SOURCES = ("cpu", "simt")
@@ -73,6 +73,8 @@ class PassContext:
     kernels: list[KernelInfo] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     plan: Any = None  # the fusion plan `stitch` made for `outline`
+    # The fetches as the caller named them (passes may move them; fetch-names names them back).
+    requested_outputs: list[TensorRef] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

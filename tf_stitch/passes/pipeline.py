@@ -23,6 +23,7 @@ from tf_stitch.passes.decompose_batch_norm import decompose_batch_norm
 from tf_stitch.passes.decompose_bias_add import decompose_bias_add
 from tf_stitch.passes.decompose_softmax import decompose_softmax
 from tf_stitch.passes.dump import Dumper
+from tf_stitch.passes.fetch_names import keep_fetch_names
 from tf_stitch.passes.fill_likes import fill_likes
 from tf_stitch.passes.fold_constants import fold_constants
 from tf_stitch.passes.identities import forward_identities
@@ -61,6 +62,7 @@ PIPELINE: tuple[Pass, ...] = (
     outline,  # each group -> one StitchedKernel node
     prune,  # drop constants only the groups read
     cleanup,  # remove planning marks
+    keep_fetch_names,  # fetched tensors a pass moved get their requested names back
 )
 
 
@@ -72,7 +74,7 @@ def debug_level() -> int:
 
 
 def run_pipeline(graph: Graph, options: Options | None = None) -> tuple[Graph, PassContext]:
-    ctx = PassContext(options or Options())
+    ctx = PassContext(options or Options(), requested_outputs=list(graph.outputs))
     level = debug_level()
     dumper = Dumper.from_env()
     for i, p in enumerate(PIPELINE):

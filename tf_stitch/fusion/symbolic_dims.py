@@ -1,0 +1,376 @@
+"""Which unknown sizes the graph proves equal.
+
+Every unknown dimension (None in a TensorInfo) of every tensor starts as its own symbol; the
+relations ops imply join symbols (union-find): an identity-like op or a whole-axis slice keeps
+its input's size, a transpose permutes it, a reduction keeps its kept axes, a matmul its rows and
+columns, a reshape the axes it leaves alone, a concatenation its other axes, and an elementwise
+op makes its operands' aligned unknown sizes one (as the kernels assume, and check at run time:
+a size of 1 there, which TensorFlow would broadcast, is an InvalidArgumentError, never a wrong
+value). Two unknown sizes of different symbols, such as the lengths of two unrelated inputs or
+the outputs of a DynamicPartition, may differ at run time: a kernel never treats them as one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+from tf_stitch.fusion.op_kinds import OpKind, op_spec
+from tf_stitch.fusion.static_args import reduction_axes, transpose_perm
+from tf_stitch.graph.ir import Graph, Node, TensorRef
+from tf_stitch.graph.values import constant_value
+
+Dim = tuple[str, int, int]  # (node, output, axis)
+
+# Ops whose first output has the shape of their first input.
+_SAME_SHAPE_OPS = frozenset(
+    {
+        "Identity",
+        "IdentityN",
+        "StopGradient",
+        "Snapshot",
+        "PreventGradient",
+        "CheckNumerics",
+        "CheckNumericsV2",
+        "EnsureShape",
+        "Softmax",
+        "LogSoftmax",
+        "BiasAdd",
+        "FusedBatchNorm",
+        "FusedBatchNormV2",
+        "FusedBatchNormV3",
+        "Switch",
+        "Enter",
+        "Exit",
+        "NextIteration",
+        "OnesLike",
+        "ZerosLike",
+    }
+)
+# Ops whose output's axis 0 is their input's axis 0 (NHWC or NCHW images, pooled or convolved).
+_BATCH_OPS = frozenset(
+    {
+        "Conv2D",
+        "Conv3D",
+        "DepthwiseConv2dNative",
+        "_FusedConv2D",
+        "_FusedDepthwiseConv2dNative",
+        "MaxPool",
+        "AvgPool",
+        "MaxPoolV2",
+    }
+)
+
+
+class SymbolicDims:
+    """`symbol(ref, axis)`: the same value for two unknown dims the graph proves equal."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self._parent: dict[Dim, Dim] = {}
+        for node in graph.topological_order():
+            for a, b in _relations(graph, node):
+                self._join(a, b)
+
+    def symbol(self, ref: TensorRef, axis: int) -> Dim | None:
+        """The class of the dim (None for a known size)."""
+        shape = self.graph.info(ref).shape
+        if shape is None or shape[axis] is not None:
+            return None
+        return self._find((ref.node, ref.index, axis))
+
+    def symbols(self, ref: TensorRef) -> tuple[Dim | None, ...]:
+        shape = self.graph.info(ref).shape or ()
+        return tuple(self.symbol(ref, a) for a in range(len(shape)))
+
+    def _find(self, d: Dim) -> Dim:
+        root = d
+        while self._parent.get(root, root) != root:
+            root = self._parent[root]
+        while d != root:
+            self._parent[d], d = root, self._parent[d]
+        return root
+
+    def _join(self, a: Dim, b: Dim) -> None:
+        ra, rb = self._find(a), self._find(b)
+        if ra != rb:
+            self._parent[max(ra, rb)] = min(ra, rb)
+
+
+def _relations(graph: Graph, node: Node) -> Iterator[tuple[Dim, Dim]]:
+    """Pairs of unknown dims that `node` makes equal."""
+    if not node.outputs or any(r.node not in graph for r in node.inputs):
+        return
+    out = node.output(0)
+    kind = op_spec(node.op).kind
+    if node.op == "Select":  # a condition of lower rank picks whole rows (aligned left)
+        cond, *values = node.inputs
+        same = graph.info(cond).rank == node.outputs[0].rank
+        yield from _aligned(graph, out, [cond, *values] if same else values)
+        if not same and graph.info(cond).rank == 1:
+            yield from _axes(graph, cond, out, {0: 0})
+    elif kind is OpKind.ELEMENTWISE or node.op == "AddN":
+        yield from _aligned(graph, out, list(node.inputs))
+    elif node.op in _SAME_SHAPE_OPS and node.inputs:
+        for i, ref in enumerate(node.inputs if node.op == "IdentityN" else node.inputs[:1]):
+            yield from _axes(graph, ref, node.output(i), {a: a for a in _range(graph, ref)})
+    elif kind is OpKind.RESHAPE:
+        yield from _reshape(graph, node)
+    elif kind is OpKind.TRANSPOSE:
+        perm = transpose_perm(graph, node)
+        if perm is not None:
+            yield from _axes(graph, node.inputs[0], out, {j: i for j, i in enumerate(perm)})
+    elif kind is OpKind.REDUCE:
+        yield from _reduction(graph, node)
+    elif node.op in ("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"):
+        yield from _matmul(graph, node)
+    elif node.op in ("ConcatV2", "Pack"):
+        yield from _concat(graph, node)
+    elif node.op in ("Slice", "StridedSlice", "Split", "SplitV"):
+        yield from _whole_axes(graph, node)
+    elif node.op == "GatherV2":
+        yield from _gather(graph, node)
+    elif node.op == "Tile":
+        multiples = constant_value(graph, node.inputs[1])
+        if multiples is not None and multiples.ndim == 1:
+            kept = {a: a for a, m in enumerate(multiples) if int(m) == 1}
+            yield from _axes(graph, node.inputs[0], out, kept)
+    elif node.op in ("BroadcastTo", "Fill"):  # sizes read off a shape; a broadcast operand
+        for j, source in enumerate(
+            _dim_sources(graph, node.inputs[0 if node.op == "Fill" else 1], 0)
+        ):
+            if source is not None:
+                yield from _axes(graph, source[0], out, {j: source[1]})
+        if node.op == "BroadcastTo":
+            yield from _aligned(graph, out, node.inputs[:1])
+    elif node.op in _BATCH_OPS and node.inputs:
+        yield from _axes(graph, node.inputs[0], out, {0: 0})
+
+
+def _dim(graph: Graph, ref: TensorRef, axis: int) -> Dim | None:
+    shape = graph.info(ref).shape
+    if shape is None or not 0 <= axis < len(shape) or shape[axis] is not None:
+        return None
+    return (ref.node, ref.index, axis)
+
+
+def _range(graph: Graph, ref: TensorRef) -> range:
+    return range(graph.info(ref).rank or 0)
+
+
+def _axes(
+    graph: Graph, src: TensorRef, dst: TensorRef, dst_to_src: dict[int, int]
+) -> Iterator[tuple[Dim, Dim]]:
+    """dst's axis j has the size of src's axis dst_to_src[j]."""
+    for j, i in dst_to_src.items():
+        a, b = _dim(graph, dst, j), _dim(graph, src, i)
+        if a is not None and b is not None:
+            yield a, b
+
+
+def _aligned(graph: Graph, out: TensorRef, refs: list[TensorRef]) -> Iterator[tuple[Dim, Dim]]:
+    """numpy broadcasting: right-aligned unknown dims of the operands and the result."""
+    rank = graph.info(out).rank
+    if rank is None:
+        return
+    for ref in refs:
+        r = graph.info(ref).rank
+        if r is not None and r <= rank:
+            yield from _axes(graph, ref, out, {rank - r + i: i for i in range(r)})
+
+
+def _reshape(graph: Graph, node: Node) -> Iterator[tuple[Dim, Dim]]:
+    src, dst = node.inputs[0], node.output(0)
+    a, b = graph.info(src).shape, graph.info(dst).shape
+    if a is None or b is None:
+        return
+    if node.op == "Reshape":  # target sizes read off shapes (`tf.shape(x)[0]`)
+        for j, source in enumerate(_dim_sources(graph, node.inputs[1], 0)):
+            if source is not None:
+                yield from _axes(graph, source[0], dst, {j: source[1]})
+    moved = _view_axes(graph, node, len(a), len(b))
+    if moved is not None:
+        yield from _axes(graph, src, dst, moved)
+        return
+    # The longest prefix (suffix) of equal dims holding one unknown size, after (before) which
+    # both shapes hold the same known number of elements: that size is the same in both.
+    for flip in (False, True):
+        x, y = (a[::-1], b[::-1]) if flip else (a, b)
+        for k in range(min(len(x), len(y)), 0, -1):
+            if x[:k] != y[:k] or x[:k].count(None) != 1:
+                continue
+            rest_x, rest_y = x[k:], y[k:]
+            if None in rest_x or None in rest_y or _prod(rest_x) != _prod(rest_y):
+                continue
+            i = x[:k].index(None)
+            ia, ib = (len(a) - 1 - i, len(b) - 1 - i) if flip else (i, i)
+            yield from _axes(graph, src, dst, {ib: ia})
+            break
+
+
+def _view_axes(graph: Graph, node: Node, rank_in: int, rank_out: int) -> dict[int, int] | None:
+    """ExpandDims and Squeeze keep every other axis: output axis -> input axis."""
+    if node.op == "ExpandDims":
+        axis = constant_value(graph, node.inputs[1])
+        if axis is None or axis.size != 1:
+            return None
+        new = int(axis.reshape(-1)[0]) % rank_out
+        kept = [j for j in range(rank_out) if j != new]
+        return {j: i for i, j in enumerate(kept)}
+    if node.op == "Squeeze":
+        dims = node.attrs.get("squeeze_dims")
+        items = getattr(dims, "items", ())
+        if not items:
+            return None  # (squeezes whatever is 1 at run time)
+        dropped = {int(d) % rank_in for d in items}
+        kept = [i for i in range(rank_in) if i not in dropped]
+        return {j: i for j, i in enumerate(kept)}
+    return None
+
+
+def _dim_sources(graph: Graph, ref: TensorRef, depth: int) -> list[tuple[TensorRef, int] | None]:
+    """For each element of a 1-D shape vector: the tensor and axis whose size it is, or None
+    (Shape(t), Pack of `Shape(t)[i]` and constants, concatenations of those)."""
+    node = graph.nodes.get(ref.node)
+    shape = graph.info(ref).shape if node is not None else None
+    if node is None or depth > 8 or shape is None or len(shape) != 1 or shape[0] is None:
+        return [None] * (shape[0] or 0 if shape and len(shape) == 1 else 0)
+    if node.op == "Shape":
+        return [(node.inputs[0], i) for i in range(shape[0])]
+    if node.op in ("Identity", "Cast"):
+        return _dim_sources(graph, node.inputs[0], depth + 1)
+    if node.op == "Pack" and int(node.attrs.get("axis", 0)) == 0:
+        return [_scalar_source(graph, r) for r in node.inputs]
+    if node.op == "ConcatV2":
+        return [s for r in node.inputs[:-1] for s in _dim_sources(graph, r, depth + 1)]
+    return [None] * shape[0]
+
+
+def _scalar_source(graph: Graph, ref: TensorRef) -> tuple[TensorRef, int] | None:
+    """`Shape(t)[i]` (a StridedSlice taking one element, or a GatherV2): (t, i)."""
+    node = graph.nodes.get(ref.node)
+    if node is None or node.op not in ("StridedSlice", "GatherV2") or not node.inputs:
+        return None
+    shape_node = graph.nodes.get(node.inputs[0].node)
+    if shape_node is None or shape_node.op != "Shape":
+        return None
+    one_element = node.op == "GatherV2" or int(node.attrs.get("shrink_axis_mask", 0)) & 1
+    index = constant_value(graph, node.inputs[1]) if one_element else None
+    if index is None or index.size != 1:
+        return None
+    rank = graph.info(shape_node.inputs[0]).rank
+    i = int(index.reshape(-1)[0])
+    if rank is None or not -rank <= i < rank:
+        return None
+    return shape_node.inputs[0], i % rank
+
+
+def _prod(dims: tuple[int | None, ...]) -> int:
+    return math.prod(int(d or 0) for d in dims)
+
+
+def _reduction(graph: Graph, node: Node) -> Iterator[tuple[Dim, Dim]]:
+    axes = reduction_axes(graph, node)
+    rank = graph.info(node.inputs[0]).rank
+    if axes is None or rank is None:
+        return
+    kept = [a for a in range(rank) if a not in axes]
+    keep = bool(node.attrs.get("keep_dims", False))
+    mapping = {a: a for a in kept} if keep else {j: a for j, a in enumerate(kept)}
+    yield from _axes(graph, node.inputs[0], node.output(0), mapping)
+
+
+def _matmul(graph: Graph, node: Node) -> Iterator[tuple[Dim, Dim]]:
+    a, b = node.inputs[:2]
+    ra, rb, ro = graph.info(a).rank, graph.info(b).rank, node.outputs[0].rank
+    if ra is None or rb is None or ro is None or min(ra, rb) < 2:
+        return
+    ta = bool(node.attrs.get("transpose_a", node.attrs.get("adj_x", False)))
+    tb = bool(node.attrs.get("transpose_b", node.attrs.get("adj_y", False)))
+    rows, k_a = (ra - 1, ra - 2) if ta else (ra - 2, ra - 1)
+    cols, k_b = (rb - 2, rb - 1) if tb else (rb - 1, rb - 2)
+    out = node.output(0)
+    yield from _axes(graph, a, out, {ro - 2: rows})
+    yield from _axes(graph, b, out, {ro - 1: cols})
+    da, db = _dim(graph, a, k_a), _dim(graph, b, k_b)
+    if da is not None and db is not None:
+        yield da, db
+    for ref, r in ((a, ra), (b, rb)):  # batch dims broadcast
+        yield from _axes(graph, ref, out, {ro - r + i: i for i in range(r - 2)})
+
+
+def _concat(graph: Graph, node: Node) -> Iterator[tuple[Dim, Dim]]:
+    out = node.output(0)
+    rank = node.outputs[0].rank
+    if rank is None:
+        return
+    if node.op == "Pack":
+        axis = int(node.attrs.get("axis", 0)) % rank
+        kept = [a for a in range(rank) if a != axis]
+        for ref in node.inputs:
+            yield from _axes(graph, ref, out, {a: i for i, a in enumerate(kept)})
+        return
+    axis_value = constant_value(graph, node.inputs[-1])
+    if axis_value is None:
+        return
+    axis = int(axis_value) % rank
+    for ref in node.inputs[:-1]:
+        if graph.info(ref).rank == rank:
+            yield from _axes(graph, ref, out, {a: a for a in range(rank) if a != axis})
+
+
+def _whole_axes(graph: Graph, node: Node) -> Iterator[tuple[Dim, Dim]]:
+    """Axes a slice or split takes whole keep their size in every output."""
+    if node.op == "Split":
+        axis_ref, src = node.inputs[:2]
+    elif node.op == "SplitV":
+        src, axis_ref = node.inputs[0], node.inputs[2]
+    else:
+        src, axis_ref = node.inputs[0], None
+    rank = graph.info(src).rank
+    if rank is None:
+        return
+    if axis_ref is not None:
+        axis_value = constant_value(graph, axis_ref)
+        if axis_value is None:
+            return
+        whole = [a for a in range(rank) if a != int(axis_value) % rank]
+    elif node.op == "Slice":
+        begin, size = constant_value(graph, node.inputs[1]), constant_value(graph, node.inputs[2])
+        if begin is None or size is None or len(begin) != rank:
+            return
+        whole = [a for a in range(rank) if int(begin[a]) == 0 and int(size[a]) == -1]
+    else:
+        whole = _strided_whole_axes(graph, node, rank)
+    for i in range(len(node.outputs)):
+        if node.outputs[i].rank == rank:
+            yield from _axes(graph, src, node.output(i), {a: a for a in whole})
+
+
+def _strided_whole_axes(graph: Graph, node: Node, rank: int) -> list[int]:
+    masks = ("ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
+    if any(int(node.attrs.get(m, 0)) for m in masks):
+        return []
+    strides = constant_value(graph, node.inputs[3])
+    begin, end = constant_value(graph, node.inputs[1]), constant_value(graph, node.inputs[2])
+    if strides is None or begin is None or end is None:
+        return []
+    begin_mask = int(node.attrs.get("begin_mask", 0))
+    end_mask = int(node.attrs.get("end_mask", 0))
+    return [
+        a
+        for a in range(rank)
+        if a >= len(strides) or (int(strides[a]) == 1 and (begin_mask >> a) & (end_mask >> a) & 1)
+    ]
+
+
+def _gather(graph: Graph, node: Node) -> Iterator[tuple[Dim, Dim]]:
+    params, indices, axis_ref = node.inputs[:3]
+    axis = constant_value(graph, axis_ref)
+    rp, ri = graph.info(params).rank, graph.info(indices).rank
+    if axis is None or int(axis) != 0 or int(node.attrs.get("batch_dims", 0)) or None in (rp, ri):
+        return
+    assert rp is not None and ri is not None
+    out = node.output(0)
+    yield from _axes(graph, indices, out, {i: i for i in range(ri)})
+    yield from _axes(graph, params, out, {ri + i - 1: i for i in range(1, rp)})
