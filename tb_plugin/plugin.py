@@ -7,6 +7,7 @@ import os
 from importlib import resources
 from typing import Any
 
+from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
@@ -44,6 +45,7 @@ class TfStitchPlugin(base_plugin.TBPlugin):
 
     def _serve_index(self, environ: dict[str, Any], start_response: Any) -> Any:
         """WSGI app serving the tab's ES module."""
+        request = wrappers.Request(environ)
         body = (resources.files("tb_plugin") / "static" / "index.js").read_bytes()
-        response = wrappers.Response(body, content_type="application/javascript")
+        response = http_util.Respond(request, body, "application/javascript")
         return response(environ, start_response)

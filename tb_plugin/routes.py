@@ -8,9 +8,10 @@
 - `/kernels?run=R`: the fusion groups (StitchedKernels) of a profiled optimized graph;
 - `/bench?run=R`: a `tf-stitch bench` run's table (kernels per step and latency per workload).
 
-Bad parameters get 400, unknown runs (or runs linked from outside the logdir) 404, unreadable
-files 500, and any other failure a 500 without details (they go to the log); every answer is
-JSON.
+Bad parameters get 400, unknown runs (or runs with a file linked from outside the logdir) 404,
+unreadable files 500, and any other failure a 500 without details (they go to the log); every
+answer is JSON, sent through TensorBoard's `http_util.Respond` (nosniff, no caching, gzip when
+the browser takes it).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from tensorboard.backend import http_util
 from werkzeug import wrappers
 
 from tb_plugin.store import BadRequest, Corrupt, NotFound, Store
@@ -35,9 +37,9 @@ LEVELS = ("model", "layer", "op", "library", "kernel")
 Handler = Callable[[Store, Any], Any]
 
 
-def _json(status: int, body: Any) -> wrappers.Response:
+def _json(request: wrappers.Request, status: int, body: Any) -> wrappers.Response:
     text = json.dumps(body, default=_plain, allow_nan=False)
-    return wrappers.Response(text, status=status, content_type="application/json")
+    return http_util.Respond(request, text, "application/json", code=status)
 
 
 def _plain(value: Any) -> Any:
@@ -78,16 +80,17 @@ def app(store: Store, handler: Handler) -> Callable[..., Any]:
         try:
             if any(len(v) > MAX_PARAM for v in request.args.values()):
                 raise BadRequest("a parameter is too long")
-            return _json(200, _clean(handler(store, request.args)))
+            return _json(request, 200, _clean(handler(store, request.args)))
         except BadRequest as e:
-            return _json(400, {"error": str(e)})
+            return _json(request, 400, {"error": str(e)})
         except NotFound as e:
-            return _json(404, {"error": str(e)})
+            return _json(request, 404, {"error": str(e)})
         except Corrupt as e:
-            return _json(500, {"error": str(e)})
+            return _json(request, 500, {"error": str(e)})
         except Exception:  # a bug here: logged for TensorBoard's console, never shown
             logger.exception("tf_stitch tab: %s failed", request.path)
-            return _json(500, {"error": "internal error in the tf_stitch tab (see the log)"})
+            body = {"error": "internal error in the tf_stitch tab (see the log)"}
+            return _json(request, 500, body)
 
     return serve
 

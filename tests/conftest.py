@@ -53,6 +53,19 @@ def assert_close(expected: Any, actual: Any, rtol: float = RTOL, atol: float = A
         np.testing.assert_allclose(a, e, rtol=rtol, atol=atol, equal_nan=True)
 
 
+def assert_same_specials(want: np.ndarray, got: np.ndarray) -> None:
+    """NaN in the same places, the same infinities, float32 tolerance (relative to the largest
+    finite value) elsewhere."""
+    assert want.shape == got.shape and want.dtype == got.dtype
+    nan_w, nan_g = np.isnan(want), np.isnan(got)
+    assert np.array_equal(nan_w, nan_g), f"NaN at {np.argwhere(nan_w != nan_g)[:5].tolist()}"
+    inf = np.isinf(want) | np.isinf(got)
+    assert np.array_equal(want[inf], got[inf]), "infinities differ"
+    finite = ~(nan_w | inf)
+    scale = max(1.0, float(np.max(np.abs(want[finite]), initial=0.0)))
+    np.testing.assert_allclose(got[finite], want[finite], rtol=1e-4, atol=1e-5 * scale)
+
+
 def compare_with_tf(
     fn: Callable[..., Any], optimized: Callable[..., Any], inputs: Sequence[Any], **tol: float
 ) -> None:

@@ -1,5 +1,6 @@
 """Every CUDA kernel generated for the test graphs and the benchmark workloads compiles with nvcc
-for sm_80 and sm_90; skipped where nvcc is absent."""
+for sm_80 and sm_90 (in the default run the largest kernel of each workload's small variant, all
+kernels of the full workloads with `pytest -m slow`); skipped where nvcc is absent."""
 
 from __future__ import annotations
 
@@ -55,19 +56,36 @@ def test_every_cuda_kernel_of_the_numerics_cases_compiles_for_sm80_and_sm90() ->
         assert cubin_architectures(path) == {"sm_80", "sm_90"}, name
 
 
-@needs_nvcc
-def test_every_cuda_kernel_of_the_workloads_compiles() -> None:
+def _workload_sources(small: bool) -> dict[str, str]:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from tf_stitch.workloads import WORKLOADS
 
     sources: dict[str, str] = {}
     for name, workload in WORKLOADS.items():
-        w = workload.build()
+        w = workload.build(small=small)
         f = tf.function(w.fn, input_signature=list(w.input_signature))
         sources.update(
             {f"{name}/{k}": s for k, s in tf_stitch.generated_code(f, target="cuda").items()}
         )
-    for name, path in _compile_all(sources).items():
+    return sources
+
+
+@needs_nvcc
+def test_the_largest_cuda_kernel_of_each_small_workload_compiles() -> None:
+    largest: dict[str, tuple[str, str]] = {}
+    for name, source in _workload_sources(small=True).items():
+        workload = name.split("/")[0]
+        if len(source) > len(largest.get(workload, ("", ""))[1]):
+            largest[workload] = (name, source)
+    assert len(largest) == 10
+    for name, path in _compile_all(dict(largest.values())).items():
+        assert cubin_architectures(path) == {"sm_80", "sm_90"}, name
+
+
+@needs_nvcc
+@pytest.mark.slow  # 253 kernels: ~8 minutes on two cores (`pytest -m slow`)
+def test_every_cuda_kernel_of_the_workloads_compiles() -> None:
+    for name, path in _compile_all(_workload_sources(small=False)).items():
         assert cubin_architectures(path) == {"sm_80", "sm_90"}, name
 
 

@@ -39,6 +39,24 @@ def test_a_corrupt_saved_model(tmp_path: Path) -> None:
         tf_stitch.Converter(tmp_path / "bad")
 
 
+@pytest.mark.parametrize("damage", ["truncate", "empty"])
+def test_a_truncated_variables_file(
+    module_dir: Path, tmp_path: Path, damage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(module_dir, broken)
+    (data,) = (broken / "variables").glob("variables.data-*")
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2 if damage == "truncate" else 0])
+    with pytest.raises(tf_stitch.ConversionError, match=r"cannot load the SavedModel .*complete"):
+        tf_stitch.Converter(broken)
+    before = listing(tmp_path)
+    assert main(["convert", str(broken), str(tmp_path / "out")]) == 2
+    assert "cannot load the SavedModel" in capsys.readouterr().err
+    assert listing(tmp_path) == before
+
+
 def test_missing_signature(module_dir: Path) -> None:
     with pytest.raises(tf_stitch.ConversionError, match="no signature 'nope'; it has"):
         tf_stitch.Converter(module_dir, signature_keys=["nope"])

@@ -16,11 +16,11 @@ extern "C" __global__ void __launch_bounds__(256) stitched_0(
       float acc = 0.0f;
       const float* a0 = in1 + r * 16;
       for (int64_t q = 0; q < 16; ++q) {
-        acc += a0[q] * in3[(0 + q) * 64 + j];
+        acc = fmaf(a0[q], in3[(0 + q) * 64 + j], acc);
       }
       const float* a1 = in2 + r * 32;
       for (int64_t q = 0; q < 32; ++q) {
-        acc += a1[q] * in3[(16 + q) * 64 + j];
+        acc = fmaf(a1[q], in3[(16 + q) * 64 + j], acc);
       }
       t0[j] = acc;
     }

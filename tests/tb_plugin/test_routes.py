@@ -214,3 +214,101 @@ def test_an_unexpected_failure_is_a_500_without_details(
     monkeypatch.setattr(Store, "meta", broken)
     status, body = raw_get("/meta", "run=opt")
     assert status == 500 and "secret" not in body["error"] and "internal error" in body["error"]
+
+
+def _linked_run(logdir: Path, name: str, links: dict[str, Path]) -> Path:
+    """A profile run in the logdir whose files named in `links` are links to those paths."""
+    run = logdir / STORE_DIR / name
+    shutil.copytree(logdir / STORE_DIR / "opt", run)
+    for file, target in links.items():
+        (run / file).unlink(missing_ok=True)
+        (run / file).symlink_to(target)
+    return run
+
+
+@pytest.mark.parametrize("file", ["meta.json", "kernels.json", "spans.jsonl.gz", "ops.json.gz"])
+def test_a_file_linked_from_outside_the_logdir_is_not_served(
+    tab_logdir: Path, tmp_path: Path, raw_get: Any, file: str
+) -> None:
+    secret = tmp_path / "secret.json"
+    secret.write_text(json.dumps({"model": "SECRET", "kernels": ["SECRET"]}))
+    run = _linked_run(tab_logdir, "file_link", {file: secret})
+    try:
+        for route in ("/meta", "/kernels", "/spans", "/top"):
+            status, body = raw_get(route, "run=file_link")
+            assert status == 404 and "SECRET" not in json.dumps(body), (route, body)
+        assert "file_link" not in raw_get("/runs", "")[1]["profiles"]
+    finally:
+        shutil.rmtree(run)
+
+
+@pytest.mark.parametrize("target", ["/etc/passwd", "/dev/zero", "/dev/null"])
+def test_links_to_system_and_device_files_are_not_opened(
+    tab_logdir: Path, raw_get: Any, target: str
+) -> None:
+    run = _linked_run(tab_logdir, "device_link", {"meta.json": Path(target)})
+    try:
+        status, body = raw_get("/meta", "run=device_link")
+        assert status == 404 and "root:" not in json.dumps(body)
+    finally:
+        shutil.rmtree(run)
+
+
+def test_a_link_inside_the_logdir_is_served(tab_logdir: Path, raw_get: Any) -> None:
+    inside = tab_logdir / STORE_DIR / "opt" / "kernels.json"
+    run = _linked_run(tab_logdir, "inner_link", {"kernels.json": inside})
+    try:
+        status, body = raw_get("/kernels", "run=inner_link")
+        assert status == 200 and body["kernels"]
+    finally:
+        shutil.rmtree(run)
+
+
+def test_a_bench_file_linked_from_outside_is_not_served(
+    tab_logdir: Path, tmp_path: Path, raw_get: Any
+) -> None:
+    secret = tmp_path / "bench_secret.json"
+    secret.write_text(json.dumps({"SECRET": 1}))
+    folder = tab_logdir / "bench_linked" / "plugins" / "tf_stitch"
+    folder.mkdir(parents=True)
+    (folder / "bench.json").symlink_to(secret)
+    try:
+        status, body = raw_get("/bench", "run=bench_linked")
+        assert status == 404 and "SECRET" not in json.dumps(body)
+        assert "bench_linked" not in raw_get("/runs", "")[1]["bench"]
+    finally:
+        shutil.rmtree(tab_logdir / "bench_linked")
+
+
+@pytest.mark.parametrize(
+    ("route", "query"),
+    [
+        ("/runs", ""),
+        ("/meta", "run=opt"),
+        ("/spans", "run=opt"),
+        ("/top", "run=opt"),
+        ("/kernels", "run=opt"),
+        ("/bench", "run=nope"),
+        ("/meta", "run=.."),
+        ("/spans", "run=broken"),
+        ("/index.js", ""),
+    ],
+)
+def test_every_route_sends_nosniff_and_no_caching(tab_logdir: Path, route: str, query: str) -> None:
+    apps = TfStitchPlugin(base_plugin.TBContext(logdir=str(tab_logdir))).get_plugin_apps()
+    response = Client(apps[route]).get(f"{route}?{query}")
+    assert response.headers["X-Content-Type-Options"] == "nosniff"
+    assert "no-cache" in response.headers["Cache-Control"]
+    gzipped = Client(apps[route]).get(f"{route}?{query}", headers={"Accept-Encoding": "gzip"})
+    assert gzipped.status_code == response.status_code
+
+
+def test_the_store_keeps_a_bounded_number_of_profiles(tab_logdir: Path) -> None:
+    from tb_plugin.store import Store
+
+    store = Store(str(tab_logdir), max_cached=1)
+    store.profile("opt")
+    store.profile("plain")
+    assert store.cached_runs() == ["plain"]
+    again = store.profile("plain")
+    assert store.profile("plain") is again  # a hit while its files are unchanged

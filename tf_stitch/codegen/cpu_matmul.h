@@ -10,6 +10,16 @@
 #include <cstdint>
 #include <cstring>
 
+// Kernels are compiled with -ffp-contract=off (each op rounds, as in TensorFlow); the tile's
+// multiply-adds are contracted into FMAs here, as BLAS libraries do.
+#if defined(__clang__)
+#define TS_TILE_CONTRACT _Pragma("clang fp contract(fast)")
+#else
+#define TS_TILE_CONTRACT
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=fast")
+#endif
+
 typedef float ts_v16 __attribute__((vector_size(64)));
 
 static inline ts_v16 ts_load16(const float* p) {
@@ -24,6 +34,7 @@ template <int R>
 static inline void ts_matmul_rows(const float* __restrict A, int64_t lda,
                                   const float* __restrict B, int64_t ldb, float* __restrict C,
                                   int64_t ldc, int64_t k, int64_t n, bool add) {
+  TS_TILE_CONTRACT
   int64_t j = 0;
   for (; j + 64 <= n; j += 64) {
     ts_v16 acc[R][4];
@@ -90,6 +101,7 @@ static inline void ts_matmul_narrow(const float* __restrict A, int64_t lda,
                                     const float* __restrict Bt, int64_t ldbt,
                                     float* __restrict C, int64_t ldc, int64_t rows, int64_t k,
                                     int64_t n, bool add) {
+  TS_TILE_CONTRACT
   for (int64_t r = 0; r < rows; ++r) {
     const float* a = A + r * lda;
     for (int64_t j = 0; j < n; ++j) {
@@ -105,3 +117,7 @@ static inline void ts_matmul_narrow(const float* __restrict A, int64_t lda,
     }
   }
 }
+
+#if !defined(__clang__)
+#pragma GCC pop_options
+#endif

@@ -202,7 +202,7 @@ class CudaEmitter(Emitter):
                 offset = f" + {seg.offset}" if seg.offset else ""
                 self._emit(f"const float* a{s} = {seg.param} + r * {seg.row_stride}{offset};", 3)
                 self._emit(f"for (int64_t q = 0; q < {seg.width}; ++q) {{", 3)
-                self._emit(f"acc += a{s}[q] * {t.b}[({k0} + q) * {t.n} + j];", 4)
+                self._emit(f"acc = fmaf(a{s}[q], {t.b}[({k0} + q) * {t.n} + j], acc);", 4)
                 self._emit("}", 3)
                 k0 += seg.width
             self._emit(f"{t.name}[j] = acc;", 3)

@@ -68,9 +68,11 @@ class Converter:
         self.targets = _check_targets(targets)
         try:
             self._loaded = tf.saved_model.load(self.input_saved_model_dir)
-        except (tf.errors.OpError, ValueError, OSError, KeyError) as e:
+        except Exception as e:  # whatever TensorFlow raises, the input is what is wrong
+            # (a truncated variables file is an IndexError from the checkpoint reader)
             raise ConversionError(
-                f"cannot load the SavedModel {self.input_saved_model_dir}: {e}"
+                f"cannot load the SavedModel {self.input_saved_model_dir} "
+                f"({type(e).__name__}: {e}); is it complete (its variables/ too)?"
             ) from None
         available = list(getattr(self._loaded, "signatures", {}).keys())
         self.signature_keys = check_signature_keys(signature_keys, available)

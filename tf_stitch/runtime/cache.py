@@ -13,6 +13,7 @@ The cache directory is `$TF_STITCH_CACHE_DIR`, else `$XDG_CACHE_HOME/tf_stitch`,
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import os
@@ -25,10 +26,13 @@ import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from tf_stitch.runtime.leftovers import owner_tag
+
 __all__ = [
     "atomic_write",
     "build_once",
     "cache_dir",
+    "copy_in",
     "lock_path",
     "locked",
     "publish",
@@ -43,12 +47,13 @@ _temporary_lock = threading.Lock()
 def use_temporary_cache(error: OSError) -> Path:
     """Switches this process to a fresh temporary cache (via `$TF_STITCH_CACHE_DIR`, which the
     op's C++ code reads too) after `error` showed that the cache cannot be written; warns once.
-    Kernels are then compiled into it for this process only."""
+    Kernels are then compiled into it for this process only; it is removed at exit."""
     with _temporary_lock:
         current = cache_dir()
         if current.name.startswith(_TEMPORARY_PREFIX) and os.access(current, os.W_OK):
             return current  # another thread switched already
-        tmp = Path(tempfile.mkdtemp(prefix=_TEMPORARY_PREFIX))
+        tmp = Path(tempfile.mkdtemp(prefix=f"{_TEMPORARY_PREFIX}{owner_tag()}_"))
+        atexit.register(shutil.rmtree, tmp, True)  # (after kill -9: leftovers.sweep_temp)
         warnings.warn(
             f"tf_stitch: the cache {current} cannot be written ({error}); kernels are compiled "
             f"into {tmp} for this process (set TF_STITCH_CACHE_DIR to a writable directory)",
@@ -102,11 +107,12 @@ def locked(path: Path) -> Iterator[None]:
 
 @contextlib.contextmanager
 def temp_path(target: Path, suffix: str = "") -> Iterator[Path]:
-    """Yields a fresh, empty temporary file in `target`'s directory; it is removed on exit
-    unless it was renamed away (e.g. by `publish`)."""
+    """Yields a fresh, empty temporary file in `target`'s directory, named for this process
+    (leftovers.py removes it if the process is killed); it is removed on exit unless it was
+    renamed away (e.g. by `publish`)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(
-        prefix=f".{target.name}.", suffix=f".tmp{suffix}", dir=target.parent
+        prefix=f".{target.name}.{owner_tag()}.", suffix=f".tmp{suffix}", dir=target.parent
     )
     os.close(fd)
     tmp = Path(name)
@@ -133,6 +139,13 @@ def publish(tmp: Path, dest: Path) -> None:
     _fsync_path(tmp)
     os.replace(tmp, dest)
     _fsync_path(dest.parent, os.O_DIRECTORY)
+
+
+def copy_in(source: Path, dest: Path) -> None:
+    """Copies the file `source` (made outside the cache) to `dest` atomically."""
+    with temp_path(dest) as tmp:
+        shutil.copyfile(source, tmp)
+        publish(tmp, dest)
 
 
 def atomic_write(path: Path, data: bytes | str) -> None:

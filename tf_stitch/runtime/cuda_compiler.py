@@ -17,7 +17,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from tf_stitch.runtime import cache
+from tf_stitch.runtime import cache, leftovers
 from tf_stitch.runtime.kernel_compiler import KernelCompileError, run_compiler
 
 ARCHITECTURES = ("sm_80", "sm_90")
@@ -26,6 +26,7 @@ NVCC_FLAGS = (
     "-fatbin",
     "-O3",
     "-std=c++17",
+    "--fmad=false",  # each op rounds, as on the CPU (kernel_compiler.py); tiles call fmaf
     "-diag-suppress",
     "177",  # math helpers a kernel does not call
     *(f for sm in ARCHITECTURES for f in ("-gencode", f"arch=compute_{sm[3:]},code={sm}")),
@@ -78,10 +79,12 @@ def compile_fatbin(source: str) -> CompiledFatbin:
     path = cache.cache_dir() / "cuda" / key[:2] / f"{key}.fatbin"
 
     def build(tmp: Path) -> None:
-        with cache.temp_path(path, ".cu") as tmp_cu:
-            tmp_cu.write_text(source, encoding="utf-8")
-            run_compiler([nvcc, *NVCC_FLAGS, "-o", str(tmp), str(tmp_cu)])
-            cache.publish(tmp_cu, path.with_suffix(".cu"))
+        with leftovers.scratch_dir() as scratch:  # nvcc never writes into the cache
+            cu, fatbin = scratch / "kernel.cu", scratch / "kernel.fatbin"
+            cu.write_text(source, encoding="utf-8")
+            run_compiler([nvcc, *NVCC_FLAGS, "-o", str(fatbin), str(cu)])
+            cache.copy_in(cu, path.with_suffix(".cu"))
+            shutil.copyfile(fatbin, tmp)
 
     cache.build_once(path, build, ".fatbin")
     return CompiledFatbin(key, path)

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tf_stitch.runtime import cache, integrity
+from tf_stitch.runtime import cache, integrity, leftovers
 
 __all__ = [
     "ABI_VERSION",
@@ -86,6 +86,11 @@ KERNEL_FLAGS: tuple[str, ...] = (
     "-fPIC",
     "-fno-math-errno",
     "-fno-trapping-math",
+    # Each op rounds its result, as TensorFlow's kernels do: a product contracted into an FMA
+    # in one loop and not in another would make a recomputed value differ from the one a
+    # reduction saw (softmax's x - max(x) is then not 0 but the product's rounding error, and
+    # its exp inf). The matmul tile contracts on purpose (cpu_matmul.h).
+    "-ffp-contract=off",
     "-fopenmp-simd",
     *_X86_FLAGS,
     "-march=native",
@@ -224,22 +229,24 @@ def kernel_path(key: str) -> Path:
 
 
 def _compile_into(command: tuple[str, ...], source: str, path: Path) -> None:
-    """Compiles `source` and publishes `<path stem>.cc`, then `path`, then its digest; the
-    caller holds the lock. The source goes first so that an existing `.so` always has its
-    `.cc` beside it; a `.so` whose digest is missing or wrong is compiled again."""
-    with cache.temp_path(path, ".cc") as tmp_cc, cache.temp_path(path, ".so") as tmp_so:
-        tmp_cc.write_text(source, encoding="utf-8")
-        run_compiler([*command, *KERNEL_FLAGS, "-o", str(tmp_so), str(tmp_cc)])
-        cache.publish(tmp_cc, path.with_suffix(".cc"))
-        cache.publish(tmp_so, path)
-    integrity.record(path)
+    """Compiles `source` and publishes `<path stem>.cc`, the digest of the new library, then
+    the library at `path`; the caller holds the lock. The source goes first so that an existing
+    `.so` always has its `.cc` beside it, the digest before the library so that a library is
+    never in place without it (a `.so` whose digest is missing or wrong is compiled again)."""
+    with leftovers.scratch_dir() as scratch:  # the compiler never writes into the cache
+        cc, so = scratch / "kernel.cc", scratch / "kernel.so"
+        cc.write_text(source, encoding="utf-8")
+        run_compiler([*command, *KERNEL_FLAGS, "-o", str(so), str(cc)])
+        cache.copy_in(cc, path.with_suffix(".cc"))
+        integrity.record(path, integrity.sha256_of(so))
+        cache.copy_in(so, path)
 
 
 def _ensure_compiled(command: tuple[str, ...], source: str, key: str) -> Path:
     path = kernel_path(key)
-    if not integrity.intact(path, check_loadable):
+    if not integrity.intact(path):
         with cache.locked(path):
-            if not integrity.intact(path, check_loadable):  # Not rebuilt while we waited.
+            if not integrity.intact(path, warn=False):  # Not rebuilt while we waited.
                 _compile_into(command, source, path)
     return path
 
@@ -255,6 +262,7 @@ def compile_kernel(source: str) -> CompiledKernel:
     """
     command = compiler_command()
     key = kernel_key(source, command)
+    leftovers.sweep_once(cache.cache_dir())
     try:
         path = _ensure_compiled(command, source, key)
     except OSError as e:  # the cache cannot be written: read-only, not a directory, full

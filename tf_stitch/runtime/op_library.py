@@ -18,6 +18,7 @@ import ctypes
 import hashlib
 import json
 import re
+import shutil
 import sys
 import threading
 from collections.abc import Sequence
@@ -27,7 +28,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from tf_stitch.runtime import cache, prebuilt
+from tf_stitch.runtime import cache, leftovers, prebuilt
 from tf_stitch.runtime.kernel_compiler import (
     KernelCompileError,
     check_loadable,
@@ -117,10 +118,14 @@ def _compile(output: Path) -> None:
         file=sys.stderr,
         flush=True,
     )
-    try:
-        run_compiler(build_command(output), timeout=BUILD_TIMEOUT_S)
-    except KernelCompileError as e:
-        raise OpLibraryBuildError(f"building the StitchedKernel op library failed: {e}") from None
+    with leftovers.scratch_dir() as scratch:  # the compiler never writes into the cache
+        built = scratch / LIBRARY_NAME
+        try:
+            run_compiler(build_command(built), timeout=BUILD_TIMEOUT_S)
+        except KernelCompileError as e:
+            message = f"building the StitchedKernel op library failed: {e}"
+            raise OpLibraryBuildError(message) from None
+        shutil.copyfile(built, output)
 
 
 def build() -> Path:

@@ -44,6 +44,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>  // NOLINT(build/c++11)
 #include <cstdint>
 #include <cstdio>
@@ -91,7 +92,7 @@ using ::tensorflow::shape_inference::ShapeHandle;
 
 // Bump whenever this file changes behaviour; op_library.py puts it into the
 // cache key of the built op library (together with a hash of this source).
-constexpr int kOpLibraryVersion = 6;
+constexpr int kOpLibraryVersion = 7;
 
 // Whether StitchedKernel runs record a trace event (tf_stitch.profile's run C
 // switches it on through tf_stitch_set_kernel_tracing, so that its run B
@@ -458,13 +459,16 @@ std::string DigestPath(const std::string& library) {
   return library.substr(0, library.rfind('.')) + ".sha256";
 }
 
-// Whether the library at `path` matches the digest recorded beside it; one
-// without a readable digest (not recorded yet) counts as matching, as on the
-// Python side.
+// Whether the library at `path` matches the digest recorded beside it. One
+// without a readable digest is never used, as on the Python side: it may be
+// another kernel's library, or one whose build or install did not finish.
 absl::Status CheckDigest(const std::string& path) {
   std::ifstream in(DigestPath(path));
   std::string recorded;
-  if (!(in >> recorded) || recorded.empty()) return absl::OkStatus();
+  if (!(in >> recorded) || recorded.empty()) {
+    return FailedPrecondition("the cached library ", path,
+                              " has no sha256 recorded beside it (not trusted)");
+  }
   std::string actual;
   if (!sha256::OfFile(path, &actual)) {
     return FailedPrecondition("cannot read ", path);
@@ -563,6 +567,18 @@ absl::Status MakeDirs(const std::string& dir) {
   return absl::OkStatus();
 }
 
+// `pid<PID>@<host>`: the writer in the name of every temporary file, as
+// tf_stitch/runtime/leftovers.py writes and sweeps them.
+std::string OwnerTag() {
+  char host[256] = {0};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  std::string clean;
+  for (const char* c = host; *c != '\0' && clean.size() < 32; ++c) {
+    clean.push_back(std::isalnum(static_cast<unsigned char>(*c)) || *c == '-' ? *c : '-');
+  }
+  return absl::StrCat("pid", getpid(), "@", clean);
+}
+
 // Writes `data` to a new file `<prefix>XXXXXX<suffix>` (flushed to disk) and
 // sets `path` to its name.
 absl::Status WriteTemp(const std::string& prefix, const std::string& suffix,
@@ -596,7 +612,8 @@ absl::Status WriteTemp(const std::string& prefix, const std::string& suffix,
 // an atomic rename, so that readers see no file or the whole file.
 absl::Status WriteAtomically(const std::string& path, const std::string& data) {
   std::string tmp;
-  TF_RETURN_IF_ERROR(WriteTemp(absl::StrCat(path, "."), ".tmp", data, &tmp));
+  TF_RETURN_IF_ERROR(
+      WriteTemp(absl::StrCat(path, ".", OwnerTag(), "."), ".tmp", data, &tmp));
   if (rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string why = std::strerror(errno);
     unlink(tmp.c_str());
@@ -616,13 +633,14 @@ absl::Status LoadCarriedBinary(const Signature& sig, const Embedded& e,
   const std::string dir = path.substr(0, path.rfind('/'));
   std::string tmp;
   bool in_cache = MakeDirs(dir).ok() &&
-                  WriteTemp(absl::StrCat(path, "."), ".tmp.so", e.binary, &tmp)
+                  WriteTemp(absl::StrCat(path, ".", OwnerTag(), "."), ".tmp.so",
+                            e.binary, &tmp)
                       .ok();
   if (!in_cache) {
     const char* tmpdir = std::getenv("TMPDIR");
     TF_RETURN_IF_ERROR(WriteTemp(
         absl::StrCat(tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp",
-                     "/tf_stitch_kernel_"),
+                     "/tf_stitch_kernel_", OwnerTag(), "_"),
         ".so", e.binary, &tmp));
   }
   const absl::Status status = LoadKernelLibrary(sig, tmp, run);
@@ -632,12 +650,12 @@ absl::Status LoadCarriedBinary(const Signature& sig, const Embedded& e,
     sha256::Hasher hasher;
     hasher.Update(reinterpret_cast<const unsigned char*>(e.binary.data()),
                   e.binary.size());
+    // The digest goes first, so that the library is never in place without
+    // it (a digest left without its library only makes the next process
+    // install the carried binary again).
     if (WriteAtomically(cc, e.source).ok() &&
+        WriteAtomically(DigestPath(path), hasher.HexDigest() + "\n").ok() &&
         rename(tmp.c_str(), path.c_str()) == 0) {
-      // The digest of what is there now (a stale one would only make the next
-      // process install the carried binary again).
-      WriteAtomically(DigestPath(path), hasher.HexDigest() + "\n")
-          .IgnoreError();
       return status;
     }
   }
