@@ -21,7 +21,12 @@ settings.register_profile(
     "ci", max_examples=12, deadline=None, database=None, suppress_health_check=_SLOW_OK
 )
 settings.register_profile("long", max_examples=400, deadline=None, suppress_health_check=_SLOW_OK)
-settings.load_profile("ci")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # `ci` unless the command line names a profile (hypothesis loads that one itself)
+    if not config.getoption("hypothesis_profile", None):
+        settings.load_profile("ci")
 
 # float32 tolerances for comparing stitched kernels with TensorFlow's kernels.
 RTOL = 1e-5

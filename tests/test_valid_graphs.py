@@ -4,6 +4,7 @@ give TensorFlow's answers under the names the caller asked for."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -91,6 +92,32 @@ def test_a_tf1_cond_and_while_loop_are_stitched_inside_their_frames() -> None:
             feed = {"x:0": _values(batch, 8), "p:0": p}
             assert_close(run_graph_def(gd, feed, ["out:0"]), run_graph_def(opt, feed, ["out:0"]))
     assert _kernels(opt) >= 2  # the branches' and the loop body's ops, each in its own frame
+
+
+def _tf1_cond_of_a_computed_value() -> None:
+    # tf.compat.v1.cond colocates the Switch of each value it reads with that value's producer
+    x = tf.compat.v1.placeholder(tf.float32, [None, 16], name="x")
+    training = tf.compat.v1.placeholder_with_default(False, [], name="training")
+    h = tf.nn.relu(x * 2.0 + 1.0)
+    h = tf.compat.v1.cond(training, lambda: h * 0.5 + 0.1, lambda: tf.nn.gelu(h) * 1.5)
+    mean, var = tf.nn.moments(h, [1], keepdims=True)
+    tf.identity((h - mean) * tf.math.rsqrt(var + 1e-3), name="y")
+
+
+def test_a_tf1_cond_of_a_stitched_value_keeps_its_colocations_valid() -> None:
+    tf.compat.v1.disable_control_flow_v2()
+    try:
+        gd = v1_graph_def(_tf1_cond_of_a_computed_value)
+    finally:
+        tf.compat.v1.enable_control_flow_v2()
+    assert any(b"loc:@" in b"".join(n.attr["_class"].list.s) for n in gd.node)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "failed validation; returning the original"
+        opt = tf_stitch.optimize(gd, inputs=["x"], outputs=["y:0"])
+    assert _kernels(opt) >= 3  # before, each branch, after
+    for training in (False, True):
+        feed = {"x:0": _values(4, 16), "training:0": training}
+        assert_close(run_graph_def(gd, feed, ["y:0"]), run_graph_def(opt, feed, ["y:0"]))
 
 
 # -- fetched outputs of multi-output ops ---------------------------------------------------------

@@ -25,11 +25,24 @@ def test_graphs_without_control_flow_are_all_root() -> None:
 
 def test_switch_branches_differ_and_merge_joins_them() -> None:
     keys = liveness(v1_graph(_cond_graph, outputs=["out"]))
-    assert keys["a"].conditions == {Condition((), "sw", 1)}
-    assert keys["b"].conditions == {Condition((), "sw", 0)}
+    assert keys["a"].conditions == {Condition((), "p:0", 1)}
+    assert keys["b"].conditions == {Condition((), "p:0", 0)}
     assert keys["a"] != keys["b"]
     assert keys["m"] == keys["x"] == keys["out"] == ROOT
-    assert "sw:1" in str(keys["a"])
+    assert "p:0 -> 1" in str(keys["a"])
+
+
+def test_switches_on_one_predicate_are_one_branch() -> None:
+    def build() -> None:
+        x = tf.compat.v1.placeholder(tf.float32, [2], name="x")
+        y = tf.compat.v1.placeholder(tf.float32, [2], name="y")
+        p = tf.compat.v1.placeholder_with_default(False, [], name="p")
+        _, xt = tf.raw_ops.Switch(data=x, pred=p, name="sx")
+        _, yt = tf.raw_ops.Switch(data=y, pred=p, name="sy")
+        tf.identity(tf.exp(xt, name="ex") + tf.tanh(yt, name="ty"), name="out")
+
+    keys = liveness(v1_graph(build, outputs=["out"]))
+    assert keys["ex"] == keys["ty"] == keys["out"]
 
 
 def _loop_graph() -> None:
@@ -50,6 +63,8 @@ def test_loop_bodies_are_in_their_frame_and_exits_leave_it() -> None:
     tanh = next(n.name for n in g if n.op == "Tanh")
     exits = [n.name for n in g if n.op == "Exit"]
     assert keys[tanh].frame == ("loop/while_context",)
-    assert keys[tanh].conditions == {Condition(("loop/while_context",), "loop/Switch_1", 1)}
+    (condition,) = keys[tanh].conditions
+    assert condition.frame == ("loop/while_context",) and condition.branch == 1
+    assert g.node(condition.predicate.split(":")[0]).op == "LoopCond"
     assert all(keys[e] == ROOT for e in exits)
     assert keys["out"] == ROOT

@@ -29,3 +29,21 @@ def test_removes_group_marks_only() -> None:
 def test_unmarked_graph_is_unchanged() -> None:
     g = v1_graph(build)
     assert fingerprint(run_pass(cleanup, g)) == fingerprint(g)
+
+
+def test_colocations_with_removed_nodes_go() -> None:
+    from tf_stitch.graph.ir import AttrList
+
+    g = v1_graph(build)
+    marked = g.copy()
+    marked.node("out").attrs = {
+        **marked.node("out").attrs,
+        "_class": AttrList("s", (b"loc:@gone", b"loc:@relu")),
+    }
+    marked.node("relu").attrs = {
+        **marked.node("relu").attrs,
+        "_class": AttrList("s", (b"loc:@x2",)),
+    }
+    out = run_pass(cleanup, marked)
+    assert out.node("out").attrs["_class"] == AttrList("s", (b"loc:@relu",))
+    assert "_class" not in out.node("relu").attrs

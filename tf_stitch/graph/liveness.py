@@ -5,7 +5,9 @@ runs ops in *frames*: `Enter` starts a loop's frame, `Exit` leaves it. A `Switch
 input to one output; the other output is *dead*, and so is every op that reads a dead tensor,
 until a `Merge` takes whichever input is alive. A kernel runs only when all its inputs are
 alive, so ops may share one only if they are alive under the same conditions in the same frame.
-`liveness(graph)[name]` is that key for every node.
+`liveness(graph)[name]` is that key for every node. A condition is a predicate tensor and a
+branch: the Switches of one `tf.cond` (one per value it reads) share their predicate, and so do
+those of one loop's variables.
 """
 
 from __future__ import annotations
@@ -30,10 +32,10 @@ CONTROL_FLOW_OPS = (
 
 @dataclass(frozen=True)
 class Condition:
-    """Alive only where output `branch` of Switch `switch` (in loop frame `frame`) is."""
+    """Alive only where a Switch on `predicate` (in loop frame `frame`) takes `branch`."""
 
     frame: tuple[str, ...]
-    switch: str
+    predicate: str  # the predicate tensor, "node:index"
     branch: int
 
 
@@ -44,7 +46,7 @@ class Liveness:
 
     def __str__(self) -> str:
         where = "/".join(self.frame) or "root frame"
-        branches = sorted(f"{c.switch}:{c.branch}" for c in self.conditions)
+        branches = sorted(f"{c.predicate} -> {c.branch}" for c in self.conditions)
         return where + (f", alive with {', '.join(branches)}" if branches else "")
 
 
@@ -88,6 +90,8 @@ def _key(graph: Graph, node: Node, keys: dict[str, Liveness]) -> Liveness:
 
 def _output_key(graph: Graph, name: str, index: int, keys: dict[str, Liveness]) -> Liveness:
     key = keys[name]
-    if graph.node(name).op in SWITCH_OPS:
-        return Liveness(key.frame, key.conditions | {Condition(key.frame, name, index)})
+    node = graph.node(name)
+    if node.op in SWITCH_OPS and len(node.inputs) > 1:
+        condition = Condition(key.frame, str(node.inputs[1]), index)
+        return Liveness(key.frame, key.conditions | {condition})
     return key
