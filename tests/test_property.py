@@ -133,7 +133,7 @@ def build(steps: list[Step], outputs: list[int]) -> Callable[..., tuple[tf.Tenso
                 f, t = tf.raw_ops.Switch(data=x, pred=p)
                 y = tf.raw_ops.Merge(inputs=[UNARY[s.op](t) * 2.0 + 1.0, tf.tanh(f) - 0.5])[0]
             elif s.kind == "split":
-                first, rest = tf.split(UNARY[s.op](x), [4, N - 4], axis=1)
+                first, rest = tf.split(UNARY[s.op](x) * ones, [4, N - 4], axis=1)
                 pieces += [first, rest]
                 y = tf.concat([rest, first * 2.0], axis=1)
             elif s.kind == "other":

@@ -143,3 +143,11 @@ def test_other_objects_are_type_errors_listing_what_is_accepted(bad: object) -> 
 def test_concrete_function_of_a_tf_function() -> None:
     cf = concrete_function_of(tf.function(double), [spec(2)])
     assert cf.structured_input_signature[0][0].shape == (2,)
+
+
+def test_a_function_that_fails_to_trace_says_so() -> None:
+    def bad(x: tf.Tensor) -> tf.Tensor:
+        return tf.split(x, [4, 8], axis=1)[0]  # x has one column
+
+    with pytest.raises(ValueError, match=r"(?s)tracing 'bad' failed: .*can't split axis"):
+        load(tf.function(bad, input_signature=[spec(None, 1)]))

@@ -98,3 +98,20 @@ def test_the_reported_row_is_finite() -> None:
     got = tf_stitch.optimize(tf.function(_row, input_signature=[tf.TensorSpec([1, None])]))(x)
     assert not np.isnan(got.numpy()).any()
     np.testing.assert_allclose(got.numpy().sum(), 1.0, rtol=1e-5)
+
+
+@pytest.mark.parametrize("source", ["cpu", "simt"])
+def test_log_of_subnormals_is_exact_under_tensorflows_denormals_are_zero(
+    source: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # TensorFlow runs kernels with denormals-are-zero: a subnormal compares equal to 0 there,
+    # and its own Log gives -150 ln 2 for every subnormal; the kernel's log reads the bits.
+    monkeypatch.setenv("TF_STITCH_KERNELS", source)
+    fn = tf.function(lambda x: tf.math.log(tf.abs(x)) * 2.0 + 1.0)
+    optimized = tf_stitch.optimize(fn, input_signature=[tf.TensorSpec([None])])
+    assert len(optimized.kernels) == 1
+    x = np.array([1e-40, -1e-39, 1.4e-45, 1e-38, 0.0, -0.0, 2.5], np.float32)
+    got = optimized(x).numpy()
+    with np.errstate(divide="ignore"):
+        want = np.log(np.abs(x.astype(np.float64))) * 2.0 + 1.0
+    np.testing.assert_allclose(got, want.astype(np.float32), rtol=1e-6)

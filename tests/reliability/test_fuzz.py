@@ -1,6 +1,7 @@
 """Differential fuzzing of the optimizer: random graphs of the supported ops, optimized, must give
-TensorFlow's outputs: NaN in the same places, the same infinities, float32 tolerance elsewhere;
-and the optimized graph must import into TensorFlow (so it is acyclic and well formed).
+TensorFlow's outputs (its kernels run eagerly, without Grappler): NaN in the same places, the same
+infinities, float32 tolerance elsewhere; and the optimized graph must import into TensorFlow (so it
+is acyclic and well formed).
 
 Programs draw from unary and binary elementwise ops (raw division, exp, log, reciprocal: they
 make infinities and NaN of their own), reductions (sum, mean, max, min) over random axes with or
@@ -96,9 +97,13 @@ def _log_softmax(x: tf.Tensor) -> tf.Tensor:
 
 
 def _layer_norm(x: tf.Tensor) -> tf.Tensor:
+    # An epsilon of 1e-2: with 1e-5, a row of nearly equal values (two sigmoids of close inputs)
+    # turns the few-ulp differences of two correct sigmoid implementations into 1e-3 relative
+    # errors (cancellation in x - m, then a gain of 1/sqrt(1e-5)); test_extreme_values.py
+    # checks 1e-5 on inputs read directly.
     m = tf.reduce_mean(x, -1, keepdims=True)
     v = tf.reduce_mean(tf.square(x - m), -1, keepdims=True)
-    return (x - m) * tf.math.rsqrt(v + 1e-5) * 1.5 + 0.25
+    return (x - m) * tf.math.rsqrt(v + 1e-2) * 1.5 + 0.25
 
 
 COMPOSITE: dict[str, Callable[[tf.Tensor], tf.Tensor]] = {
@@ -193,7 +198,7 @@ def build(p: Program) -> Callable[[tf.Tensor, tf.Tensor], tuple[tf.Tensor, ...]]
                     v = tf.transpose(tf.tanh(tf.transpose(a, [0, 2, 1])) + 1.0, [0, 2, 1])
                 else:
                     full = a * tf.ones_like(x)  # [batch, rows, cols]
-                    v = tf.matmul(full, weight)
+                    v = tf.matmul(full, tf.cast(weight, full.dtype))
             values.append(v)
         last = values[-1] * tf.ones_like(x)
         return (last, *(values[2 + i % (len(values) - 2)] for i in p.outputs))
@@ -209,6 +214,38 @@ def inputs(p: Program, batch: int, seed: int) -> list[np.ndarray]:
     return xs
 
 
+def assert_as_close_as_tensorflow(want: np.ndarray, got: np.ndarray, exact: np.ndarray) -> None:
+    """TensorFlow's values (the same NaN and infinities, float32 tolerance elsewhere), except
+    where ours is the float64 result rounded to float32, or no farther from it than TensorFlow's
+    (both finite): two correct
+    tanh or sigmoid implementations differ by a few ulp, which x / (tanh(2x) + 1) near x = -4
+    turns into 1e-3 relative differences; TensorFlow's threads treat subnormals as zero, so its
+    log(1e-40) is -inf or -103.97 by code path, where the exact value is -92.1."""
+    try:
+        assert_same_specials(want, got)
+        return
+    except AssertionError:
+        rounded = exact.astype(np.float32)
+        scale = max(1.0, float(np.max(np.abs(np.where(np.isfinite(want), want, 0.0)))))
+        finite = np.isfinite(want) & np.isfinite(got) & np.isfinite(exact)
+        no_farther = finite & (
+            np.abs(np.where(finite, got - exact, 0.0))
+            <= 2 * np.abs(np.where(finite, want - exact, 0.0)) + 1e-5 * scale
+        )
+        ok = _agree(got, want, scale) | _agree(got, rounded, scale) | no_farther
+        if not ok.all():
+            raise
+
+
+def _agree(a: np.ndarray, b: np.ndarray, scale: float) -> np.ndarray:
+    """Elementwise: both NaN, the same infinity, or finite and within float32 tolerance."""
+    both_nan = np.isnan(a) & np.isnan(b)
+    same_inf = np.isinf(a) & (a == b)
+    finite = np.isfinite(a) & np.isfinite(b)
+    close = np.abs(np.where(finite, a - b, 0.0)) <= 1e-4 * np.abs(np.where(finite, b, 0.0))
+    return both_nan | same_inf | (finite & (close | (np.abs(a - b) <= 1e-5 * scale)))
+
+
 def check(p: Program) -> None:
     sig = [tf.TensorSpec([None, p.rows, p.cols], tf.float32)] * 2
     original = tf.function(build(p), input_signature=sig)
@@ -217,9 +254,13 @@ def check(p: Program) -> None:
         tf.graph_util.import_graph_def(optimized.graph_def, name="")
     for batch, seed in ((1, 0), (3, 1)):
         xs = inputs(p, batch, seed)
+        # The reference runs TensorFlow's kernels eagerly: the traced function goes through
+        # Grappler, whose arithmetic optimizer computes maximum(x, x + x) as x (TF 2.21; the
+        # second kept example below).
+        exact = build(p)(*(x.astype(np.float64) for x in xs))
         with np.errstate(all="ignore"):
-            for w, g in zip(original(*xs), optimized(*xs), strict=True):
-                assert_same_specials(w.numpy(), g.numpy())
+            for w, g, e in zip(build(p)(*xs), optimized(*xs), exact, strict=True):
+                assert_as_close_as_tensorflow(w.numpy(), g.numpy(), e.numpy())
 
 
 @given(programs())
@@ -242,6 +283,51 @@ REGRESSIONS: list[Program] = [
         ),
         outputs=(1, 3),
         specials=((0, 3, 0), (1, 5, 1), (0, 7, 3)),
+    ),
+    # Found by the long search: maximum(x, x + x), which Grappler gets wrong (see check).
+    Program(
+        rows=1,
+        cols=1,
+        steps=(Step("binary", "add", 0, 0, (1,), False), Step("binary", "max", 0, 14, (1,), False)),
+        outputs=(),
+        specials=(),
+    ),
+    # Found by the long search: x / (tanh(2x) + 1), ill-conditioned (see
+    # assert_as_close_as_tensorflow).
+    Program(
+        rows=1,
+        cols=16,
+        steps=(
+            Step("binary", "add", 0, 0),
+            Step("transpose", "transpose", 2, 0),
+            Step("unary", "abs", 0, 0),
+            Step("binary", "div", 0, 18),
+            *(Step("unary", "abs", 0, 0) for _ in range(4)),
+        ),
+        outputs=(3,),
+        specials=(),
+    ),
+    # Found by the long search: log|x| of a subnormal, -inf in TensorFlow's DAZ threads.
+    Program(
+        rows=1,
+        cols=3,
+        steps=(Step("unary", "abs", 0, 0), Step("unary", "log_abs", 0, 0)),
+        outputs=(),
+        specials=((0, 0, 3),),
+    ),
+    # Found by the long search: a layer norm of two close sigmoids (see _layer_norm).
+    Program(
+        rows=3,
+        cols=2,
+        steps=(
+            Step("unary", "sigmoid", 1, 0, (1,), False),
+            Step("composite", "layer_norm", 20, 0, (1,), False),
+            Step("unary", "abs", 0, 0, (1,), False),
+            Step("transpose", "transpose", 0, 0, (1,), False),
+            Step("unary", "abs", 0, 0, (1,), False),
+        ),
+        outputs=(1,),
+        specials=(),
     ),
 ]
 

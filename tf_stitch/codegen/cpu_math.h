@@ -45,7 +45,6 @@ namespace ts_detail {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr float kMinNormal = std::numeric_limits<float>::min();
 
 // ln(2) split so that n * kLn2Hi is exact for |n| < 512 (kLn2Hi has 15 significant bits).
 constexpr float kLn2Hi = 0x1.62e4p-1f;
@@ -262,17 +261,22 @@ TS_MATH_INLINE float ts_expm1(float x) {
   return std::fabs(x) < 0x1p-25f ? x : res;  // expm1(x) rounds to x; keeps -0
 }
 
-// log(x).  x = 2^k * m, m in [sqrt(1/2), sqrt(2)) (subnormals pre-scaled by 2^23);
-// log(m) = f + f^2*Q(f), f = m - 1 (degree-10 minimax); k*ln2 added in two parts.
-// Max error 0.9 ulp.  log(0) = -inf, log(x < 0) = NaN, log(inf) = inf.
+// log(x).  x = 2^k * m, m in [sqrt(1/2), sqrt(2)); log(m) = f + f^2*Q(f), f = m - 1
+// (degree-10 minimax); k*ln2 added in two parts.  A subnormal x is its mantissa bits times
+// 2^-149, the bits converted to float exactly.  Zero, sign and subnormal are told apart by
+// bits, not float compares: TensorFlow's threads run with denormals-are-zero, under which a
+// subnormal x compares equal to 0 and x * 2^23 is 0 (log(1e-40) would be -inf).
+// Max error 0.9 ulp.  log(+-0) = -inf, log(x < 0) = NaN, log(inf) = inf.
 TS_MATH_INLINE float ts_log(float x) {
   using namespace ts_detail;
-  const bool sub = x < kMinNormal;
-  const float u = sub ? x * 0x1p23f : x;
-  float r = log_core(u, sub ? -23.0f : 0.0f, -0.0f);
-  r = x < kInf ? r : x;  // +inf, NaN
-  r = x < 0.0f ? kNaN : r;
-  return x == 0.0f ? -kInf : r;
+  const uint32_t bits = f2u(x);
+  const uint32_t mag = bits & 0x7FFFFFFFu;
+  const bool sub = mag < 0x00800000u;  // zero or subnormal
+  const float u = sub ? static_cast<float>(static_cast<int32_t>(mag)) : x;
+  float r = log_core(u, sub ? -149.0f : 0.0f, -0.0f);
+  r = mag < 0x7F800000u ? r : x;  // +-inf, NaN
+  r = (bits >> 31) != 0u && mag != 0u ? kNaN : r;  // negative (-inf too)
+  return mag == 0u ? -kInf : r;
 }
 
 // log1p(x).  u = 1 + x rounded, c = x - (u - 1) its exact rounding error;

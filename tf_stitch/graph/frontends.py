@@ -75,8 +75,11 @@ def concrete_function_of(obj: Any, input_signature: Sequence[tf.TensorSpec] | No
                 return obj.get_concrete_function(*input_signature)
             return obj.get_concrete_function()
         except (TypeError, ValueError) as e:
+            name = getattr(obj, "__name__", obj)
+            if input_signature is not None or getattr(obj, "input_signature", None) is not None:
+                raise ValueError(f"tracing {name!r} failed: {e}") from e  # the function's fault
             raise TypeError(
-                f"cannot trace {getattr(obj, '__name__', obj)!r} without an input signature "
+                f"cannot trace {name!r} without an input signature "
                 f"(pass input_signature=[tf.TensorSpec(...), ...]): {e}"
             ) from None
     raise TypeError(f"tf_stitch expects {ACCEPTED}; got {type(obj).__name__}")
