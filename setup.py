@@ -63,7 +63,9 @@ setup(
     ],
     # scipy: for JAX, installed --no-deps by the README's test command (XLA:GPU counts)
     # playwright: drives Debian's Chromium in the tab's browser test (no browser download)
-    extras_require={"dev": ["pytest", "ruff", "mypy", "hypothesis", "scipy", "playwright"]},
+    extras_require={
+        "dev": ["pytest", "pytest-xdist", "ruff", "mypy", "hypothesis", "scipy", "playwright"]
+    },
     cmdclass={"build_py": BuildWithOpLibrary},
     entry_points={
         "console_scripts": ["tf-stitch = tf_stitch.cli:main"],

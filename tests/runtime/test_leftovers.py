@@ -75,7 +75,7 @@ _SLOW_COMPILE = """
 from tf_stitch.runtime.kernel_compiler import compile_kernel
 body = "".join(
     f"extern \\"C\\" float f{i}(float x) {{ float y = x; for (int j = 0; j < {i % 7 + 3}; ++j) "
-    f"y = y * 1.0001f + {i}.0f; return y; }}\\n" for i in range(3000)
+    f"y = y * 1.0001f + {i}.0f; return y; }}\\n" for i in range(1500)
 )
 print("compiling", flush=True)
 compile_kernel('extern "C" int ts_abi_version(void) { return 1; }\\n' + body)
