@@ -67,6 +67,15 @@ def test_both_branches_of_a_lowered_cond_stay_apart(depth: int) -> None:
         assert _kernels(opt) == 2  # one per branch
 
 
+def _lowered_graph_def(build: Callable[[], None]) -> Any:
+    """The GraphDef of `build` with TF1's control flow (Switch/Merge, Enter/Exit, ...)."""
+    tf.compat.v1.disable_control_flow_v2()
+    try:
+        return v1_graph_def(build)
+    finally:
+        tf.compat.v1.enable_control_flow_v2()
+
+
 def _tf1_cond_and_loop() -> None:
     x = tf.compat.v1.placeholder(tf.float32, [None, 8], name="x")
     p = tf.compat.v1.placeholder_with_default(True, [], name="p")
@@ -80,11 +89,7 @@ def _tf1_cond_and_loop() -> None:
 
 
 def test_a_tf1_cond_and_while_loop_are_stitched_inside_their_frames() -> None:
-    tf.compat.v1.disable_control_flow_v2()
-    try:
-        gd = v1_graph_def(_tf1_cond_and_loop)
-    finally:
-        tf.compat.v1.enable_control_flow_v2()
+    gd = _lowered_graph_def(_tf1_cond_and_loop)
     assert {"Switch", "Merge", "Enter", "Exit", "NextIteration"} <= {n.op for n in gd.node}
     opt = tf_stitch.optimize(gd, inputs=["x"], outputs=["out:0"])
     for p in (True, False):
@@ -105,11 +110,7 @@ def _tf1_cond_of_a_computed_value() -> None:
 
 
 def test_a_tf1_cond_of_a_stitched_value_keeps_its_colocations_valid() -> None:
-    tf.compat.v1.disable_control_flow_v2()
-    try:
-        gd = v1_graph_def(_tf1_cond_of_a_computed_value)
-    finally:
-        tf.compat.v1.enable_control_flow_v2()
+    gd = _lowered_graph_def(_tf1_cond_of_a_computed_value)
     assert any(b"loc:@" in b"".join(n.attr["_class"].list.s) for n in gd.node)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no "failed validation; returning the original"
