@@ -66,14 +66,22 @@ def test_different_domains_are_not_siblings() -> None:
     assert len(plan.groups) == 2
 
 
-def test_lone_bias_adds_of_matmuls_are_left_to_tensorflow() -> None:
+def test_lone_bias_adds_of_library_matmuls_are_left_to_tensorflow() -> None:
     def fn(x: tf.Tensor, w1: tf.Tensor, w2: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        return tf.matmul(x, w1) + tf.ones([8]), tf.matmul(x, w2) + tf.ones([8])
+        return tf.matmul(x, w1) + tf.ones([640]), tf.matmul(x, w2) + tf.ones([640])
 
-    sig = [S([None, 8]), S([8, 8]), S([8, 8])]
+    sig = [S([None, 512]), S([512, 640]), S([512, 640])]  # too large for tiles
     plan = _plan(fn, *sig)
     assert plan.groups == []
     assert any("TensorFlow fuses those into the library call" in str(r) for r in plan.records)
+
+
+def test_small_matmuls_and_their_bias_adds_are_one_kernel() -> None:
+    def fn(x: tf.Tensor, w1: tf.Tensor, w2: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        return tf.matmul(x, w1) + tf.ones([8]), tf.matmul(x, w2) + tf.ones([8])
+
+    plan = _plan(fn, S([None, 8]), S([8, 8]), S([8, 8]))
+    assert len(plan.groups) == 1 and len(plan.groups[0].outputs) == 2  # TensorFlow: 2 launches
 
 
 def test_multi_output_sibling_kernels_compute_the_same_values() -> None:

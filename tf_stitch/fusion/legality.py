@@ -281,22 +281,56 @@ _LIBRARY_OPS = frozenset(
 _VIEW_OPS = frozenset({"Reshape", "ExpandDims", "Squeeze", "Identity"})
 
 
-def is_library_epilogue(graph: Graph, node: Node) -> bool:
-    """An add of a constant to a matmul/convolution result (through views): TensorFlow fuses
-    it into the library call, so stitching it alone would add a launch, not remove one."""
+# Activations TensorFlow's remapper fuses with a library op and its bias add (one `_FusedMatMul`
+# / `_FusedConv2D` / `_FusedDepthwiseConv2dNative` launch); measured on TF 2.21's CPU kernels.
+FUSED_ACTIVATIONS: dict[str, frozenset[str]] = {
+    "MatMul": frozenset({"Relu", "Relu6", "Elu", "LeakyRelu", "Tanh", "Sigmoid"}),
+    "Conv2D": frozenset({"Relu", "Relu6", "Elu", "LeakyRelu"}),
+    "DepthwiseConv2dNative": frozenset({"Relu", "Relu6", "Elu"}),
+}
+
+
+def library_of_epilogue(graph: Graph, node: Node) -> Node | None:
+    """The matmul or convolution whose result (through views) `node` adds a constant to, if
+    TensorFlow fuses that add into the library call; else None."""
     if node.op not in ("Add", "AddV2") or len(node.inputs) != 2:
-        return False
+        return None
     producers = [graph.nodes.get(r.node) for r in node.inputs]
     if any(p is None for p in producers):
-        return False
+        return None
     consts = [p for p in producers if p is not None and p.op == "Const"]
     if len(consts) != 1:
-        return False
+        return None
     other = next(p for p in producers if p is not None and p.op != "Const")
     for _ in range(3):
         if other.op in _LIBRARY_OPS:
-            return True
+            return other
         if other.op not in _VIEW_OPS or not other.inputs:
-            return False
+            return None
         other = graph.node(other.inputs[0].node)
-    return False
+    return None
+
+
+def is_library_epilogue(graph: Graph, node: Node) -> bool:
+    """An add of a constant to a matmul/convolution result (through views): TensorFlow fuses
+    it into the library call, so stitching it alone would add a launch, not remove one."""
+    return library_of_epilogue(graph, node) is not None
+
+
+def only_library_epilogues(ctx: Context, compute: list[Node]) -> bool:
+    """Whether `compute` is nothing but bias adds of library calls, each maybe followed by its
+    only reader, an activation TensorFlow fuses with that call too: then TensorFlow runs each
+    call and its epilogue as one launch, and a kernel of them would add launches."""
+    libraries = {n.name: library_of_epilogue(ctx.graph, n) for n in compute}
+    adds = {name for name, lib in libraries.items() if lib is not None}
+    for node in compute:
+        if node.name in adds:
+            continue
+        add = ctx.graph.node(node.inputs[0].node) if node.inputs else None
+        if add is None or add.name not in adds or len(node.inputs) != 1:
+            return False
+        library = libraries[add.name]
+        fused = FUSED_ACTIVATIONS.get(library.op if library is not None else "", frozenset())
+        if node.op not in fused or ctx.consumers.get(add.output(0), []) != [node.name]:
+            return False
+    return bool(adds)

@@ -17,8 +17,8 @@ from tf_stitch.fusion.layout import Layout, analyze, data_inputs
 from tf_stitch.fusion.legality import (
     Context,
     group_outputs,
-    is_library_epilogue,
     node_legality,
+    only_library_epilogues,
     outputs_legality,
 )
 from tf_stitch.fusion.memory_plan import DEFAULT_BUDGET_BYTES, MemoryPlan, plan_memory
@@ -145,10 +145,14 @@ def _finish(
     compute = [
         n for n in nodes if op_spec(n.op).kind not in (OpKind.RESHAPE, OpKind.SLICE, OpKind.MATMUL)
     ]
-    if compute and all(is_library_epilogue(ctx.graph, n) for n in compute):
+    tiled = any(op_spec(n.op).kind is OpKind.MATMUL for n in nodes)  # the call is in the group
+    if compute and not tiled and only_library_epilogues(ctx, compute):
         plan.log(
             f"group of {nodes[0].name}",
-            forbid("only bias adds of matmuls: TensorFlow fuses those into the library call"),
+            forbid(
+                "only bias adds (and activations) of matmuls or convolutions: TensorFlow "
+                "fuses those into the library call"
+            ),
         )
         return None
     if len(compute) < options.min_compute_ops:

@@ -25,6 +25,7 @@ from tf_stitch.passes.decompose_softmax import decompose_softmax
 from tf_stitch.passes.dump import Dumper
 from tf_stitch.passes.fetch_names import keep_fetch_names
 from tf_stitch.passes.fill_likes import fill_likes
+from tf_stitch.passes.fold_channel_scales import fold_channel_scales
 from tf_stitch.passes.fold_constants import fold_constants
 from tf_stitch.passes.identities import forward_identities
 from tf_stitch.passes.outline import outline
@@ -54,6 +55,7 @@ PIPELINE: tuple[Pass, ...] = (
     push_slices,  # Slice(a + b) -> Slice(a) + Slice(b): slices move up to the matmuls
     fold_constant_views,  # views of constants -> constants
     fold_constants,  # small computations on constants -> constants
+    fold_channel_scales,  # conv(x, W) * s + t -> conv(x, W * s) + t: a bias add TF fuses
     fill_likes,  # Fill(Shape(t), c) -> OnesLike(t) / ZerosLike(t): no Shape edge to t
     forward_identities,  # again: folded permutations reveal identity Transposes
     prune,  # drop what no output needs

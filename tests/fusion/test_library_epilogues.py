@@ -1,0 +1,79 @@
+"""Bias adds and activations of matmuls and convolutions are left to TensorFlow where its
+remapper fuses them into the library call (one launch), and stitched where it does not."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import assert_close
+
+import tf_stitch
+from tf_stitch.fusion.planner import plan_groups
+from tf_stitch.graph.frontends import load
+
+RNG = np.random.default_rng(3)
+S = tf.TensorSpec
+
+
+def _c(*shape: int) -> tf.Tensor:
+    return tf.constant(RNG.standard_normal(shape).astype(np.float32))
+
+
+W, B = _c(512, 640), _c(640)  # a library call (too large for a tile)
+SMALL_W = _c(16, 32)  # a tile: the kernel computes the matmul, its bias add and activation
+K, KB = _c(3, 3, 4, 8), _c(8)
+D, DB = _c(3, 3, 4, 1), _c(4)
+
+
+def _matmul(act: Callable[[tf.Tensor], tf.Tensor]) -> Callable[[tf.Tensor], tf.Tensor]:
+    return lambda x: act(tf.matmul(x, W) + B)
+
+
+def _conv(act: Callable[[tf.Tensor], tf.Tensor]) -> Callable[[tf.Tensor], tf.Tensor]:
+    return lambda x: act(tf.nn.conv2d(x, K, 1, "SAME") + KB)
+
+
+def _depthwise(act: Callable[[tf.Tensor], tf.Tensor]) -> Callable[[tf.Tensor], tf.Tensor]:
+    return lambda x: act(tf.nn.depthwise_conv2d(x, D, [1, 1, 1, 1], "SAME") + DB)
+
+
+MATMUL_IN, IMAGE = S([None, 512]), S([None, 8, 8, 4])
+CASES = [
+    ("matmul_relu", _matmul(tf.nn.relu), MATMUL_IN, 0),
+    ("matmul_sigmoid", _matmul(tf.sigmoid), MATMUL_IN, 0),
+    ("conv_leaky_relu", _conv(tf.nn.leaky_relu), IMAGE, 0),
+    ("conv_relu6", _conv(tf.nn.relu6), IMAGE, 0),
+    ("depthwise_elu", _depthwise(tf.nn.elu), IMAGE, 0),
+    # TensorFlow does not fuse these with the call: a kernel of the epilogue
+    ("conv_tanh", _conv(tf.tanh), IMAGE, 1),
+    ("depthwise_sigmoid", _depthwise(tf.sigmoid), IMAGE, 1),
+    ("matmul_relu_then_scale", lambda x: tf.nn.relu(tf.matmul(x, W) + B) * 2.0, MATMUL_IN, 1),
+    ("tile_relu", lambda x: tf.nn.relu(tf.matmul(x, SMALL_W) + 1.0), S([None, 16]), 1),
+]
+
+
+@pytest.mark.parametrize(("name", "fn", "spec", "groups"), CASES, ids=[c[0] for c in CASES])
+def test_epilogues_tensorflow_fuses_are_left_to_it(
+    name: str, fn: Callable[[tf.Tensor], tf.Tensor], spec: S, groups: int
+) -> None:
+    plan = plan_groups(load(tf.function(fn).get_concrete_function(spec)).graph)
+    assert len(plan.groups) == groups
+    if groups == 0:
+        assert any("fuses those into the library call" in str(r) for r in plan.records)
+
+
+@pytest.mark.parametrize(
+    "case", [0, 2, 5, 8], ids=["matmul_relu", "conv_leaky_relu", "conv_tanh", "tile_relu"]
+)
+@pytest.mark.usefixtures("kernel_cache")
+def test_never_more_launches_than_tensorflow(case: int) -> None:
+    _, fn, spec, _ = CASES[case]
+    f = tf.function(fn, input_signature=[spec])
+    optimized = tf_stitch.optimize(f)
+    x = tf.random.normal([2, *spec.shape[1:]], seed=case)
+    assert_close(f(x), optimized(x), rtol=1e-4, atol=1e-4)
+    launches = tf_stitch.count_launches(optimized, x)
+    assert launches.tf_stitch <= launches.tf, launches
