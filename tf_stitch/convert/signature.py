@@ -11,9 +11,9 @@ from typing import Any
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 from tensorflow.python.eager import wrap_function
-from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
 from tf_stitch.convert.embed import Embedded, embed_binaries
+from tf_stitch.graph.freeze import freeze
 from tf_stitch.graph.io import graph_from_graph_def, graph_to_graph_def
 from tf_stitch.optimize import optimize_graph
 from tf_stitch.passes.base import PassContext
@@ -71,8 +71,7 @@ def convert_signature(
     """Freezes, stitches and embeds one signature (`shapes` refine its inputs' shapes)."""
     specs = input_specs(concrete)
     names = list(specs)
-    frozen = convert_variables_to_constants_v2(concrete, lower_control_flow=False)  # frontends
-    gd = frozen.graph.as_graph_def()
+    frozen, gd = freeze(concrete)  # loops stay functional (and lowered when run)
     placeholders = [t.name for t in frozen.inputs]
     if len(placeholders) != len(names):
         raise ValueError(

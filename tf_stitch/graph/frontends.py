@@ -12,10 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import tensorflow as tf
-from tensorflow.python.framework.convert_to_constants import (
-    convert_variables_to_constants_v2,
-)
 
+from tf_stitch.graph.freeze import freeze
 from tf_stitch.graph.io import graph_from_graph_def, parse_graph_def
 from tf_stitch.graph.ir import Graph
 
@@ -108,8 +106,7 @@ def from_concrete_function(cf: Any) -> Frontend:
     # Loops and conditionals stay functional ops (While, If) whose bodies are TensorFlow's:
     # lowered, a loop's back edge would be a cycle in the graph, and a kernel must not span
     # iterations or branches. TensorFlow lowers them itself when it runs the graph.
-    frozen = convert_variables_to_constants_v2(cf, lower_control_flow=False)
-    gd = frozen.graph.as_graph_def()
+    frozen, gd = freeze(cf)
     in_names = [t.name for t in frozen.inputs]
     out_names = [t.name for t in frozen.outputs]
     graph = graph_from_graph_def(gd, in_names, out_names)
