@@ -118,3 +118,51 @@ def test_without_structure_the_call_is_flat_and_positional() -> None:
     assert gf(1, 2) == [2, 3]
     with pytest.raises(TypeError, match="positional tensors only"):
         gf(1, y=2)
+
+
+_FRESH = """
+import sys
+import tensorflow as tf
+from tf_stitch.graph.callable import function_from_graph_def
+gd = tf.compat.v1.GraphDef.FromString(open(sys.argv[1], "rb").read())
+fn = function_from_graph_def(gd, ["x:0"], [sys.argv[2]], [tf.TensorSpec([None, 3])])
+print(float(tf.reduce_sum(fn(tf.ones([2, 3]))[0])))
+"""
+
+
+def _loop_graph_def() -> tuple[tf.compat.v1.GraphDef, str, tf.Tensor]:
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_v2,
+    )
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 3], name="x")])
+    def f(x: tf.Tensor) -> tf.Tensor:
+        return tf.while_loop(lambda i, h: i < 3, lambda i, h: (i + 1, h * 1.5 + x), (0, x))[1]
+
+    frozen = convert_variables_to_constants_v2(f.get_concrete_function(), lower_control_flow=False)
+    return frozen.graph.as_graph_def(), frozen.outputs[0].name, f(tf.ones([2, 3]))
+
+
+def test_library_functions_are_defined_in_a_process_that_never_made_them(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    gd, output, expected = _loop_graph_def()
+    path = tmp_path / "loop.pb"
+    path.write_bytes(gd.SerializeToString())
+    done = subprocess.run(
+        [sys.executable, "-c", _FRESH, str(path), output],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert float(done.stdout.split()[-1]) == pytest.approx(float(tf.reduce_sum(expected)))
+
+
+def test_a_different_function_under_a_defined_name_is_an_error() -> None:
+    gd, output, _ = _loop_graph_def()  # its functions are defined in this process now
+    body = next(f for f in gd.library.function if "body" in f.signature.name)
+    body.node_def.add(name="extra", op="NoOp")
+    with pytest.raises(ValueError, match="differs from the function of that name"):
+        function_from_graph_def(gd, ["x:0"], [output], [tf.TensorSpec([None, 3])])

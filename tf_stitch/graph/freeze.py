@@ -10,6 +10,7 @@ original function with nothing else changed. The marks are put back as the origi
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +19,8 @@ from tensorflow.python.framework.convert_to_constants import (
 )
 
 from tf_stitch.graph.io import GraphDef
+from tf_stitch.graph.loop_constants import sink_loop_constants
+from tf_stitch.graph.stateless_control_flow import make_control_flow_stateless
 
 CONTROL_FLOW_OPS = frozenset(
     {"While", "StatelessWhile", "If", "StatelessIf", "Case", "StatelessCase"}
@@ -26,11 +29,55 @@ LOWER = "_lower_using_switch_merge"
 
 
 def freeze(concrete: Any) -> tuple[Any, GraphDef]:
-    """The frozen ConcreteFunction of `concrete` and its GraphDef, with lowering restored."""
+    """The frozen ConcreteFunction of `concrete` and its GraphDef, with lowering restored and
+    the loops' frozen weights defined in their bodies (`loop_constants`), control flow without
+    stateful ops made stateless (`stateless_control_flow`)."""
     frozen = convert_variables_to_constants_v2(concrete, lower_control_flow=False)
     graph_def = frozen.graph.as_graph_def()
+    before = _serialized_functions(graph_def)
     restore_lowering(graph_def, concrete.graph.as_graph_def())
+    sink_loop_constants(graph_def, [t.name for t in frozen.outputs])
+    make_control_flow_stateless(graph_def)
+    rename_changed_functions(graph_def, before)
     return frozen, graph_def
+
+
+def _serialized_functions(graph_def: GraphDef) -> dict[str, bytes]:
+    return {
+        f.signature.name: f.SerializeToString(deterministic=True)
+        for f in graph_def.library.function
+    }
+
+
+def rename_changed_functions(graph_def: GraphDef, before: dict[str, bytes]) -> int:
+    """Gives every function that differs from its `before` version a new name (and so every
+    function that calls a renamed one), updating the references. TensorFlow keeps the first
+    definition it was given of a function name: a changed function under its old name would
+    silently run as the old one (the frozen ConcreteFunction registered it). Returns how many."""
+    renamed = 0
+    functions = graph_def.library.function
+    while True:
+        current = _serialized_functions(graph_def)
+        changed = {n for n, text in current.items() if n in before and before[n] != text}
+        if not changed:
+            return renamed
+        mapping = {}
+        for function in functions:
+            name = function.signature.name
+            if name in changed:
+                digest = hashlib.sha256(current[name]).hexdigest()[:10]
+                mapping[name] = function.signature.name = f"{name}_ts{digest}"
+        for node in _nodes(graph_def):
+            for value in node.attr.values():
+                if value.HasField("func") and value.func.name in mapping:
+                    value.func.name = mapping[value.func.name]
+                for func in value.list.func:
+                    if func.name in mapping:
+                        func.name = mapping[func.name]
+        for gradient in graph_def.library.gradient:
+            if gradient.function_name in mapping:
+                gradient.function_name = mapping[gradient.function_name]
+        renamed += len(mapping)
 
 
 def restore_lowering(graph_def: GraphDef, original: GraphDef) -> int:
