@@ -1,0 +1,173 @@
+"""Real models, held out: kernels per step and CPU latency of TF vs XLA vs tf_stitch.
+
+    python benchmarks/real_models.py [--only resnet50,t5_small] [--zoo all|NAME,...]
+        [--rounds 15] [--keras-init] [--no-xla-gpu] [--json out.json]
+
+The models (benchmarks/model_builders.py) are built from configuration with public code
+(keras.applications ResNet50, EfficientNet-B0 and MobileNetV3-Small, keras_hub's T5 in
+T5-small's configuration, a DLRM-style recommender and Keras' BiLSTM classifier in Keras layers),
+with seeded random weights; `--zoo` adds models of tf_stitch's zoo. Each is optimized, checked
+against TensorFlow (rtol = atol = 1e-4), counted (TF's and tf_stitch's executor traces, XLA:CPU's
+optimized HLO, XLA:GPU's for a deviceless H100 with both GEMM backends, and the model of what
+tf_stitch's graph launches on a GPU) and timed with TF, XLA:CPU and tf_stitch called in turn in
+every round (medians, min-max). Prints the issue's targets and where they are missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import tensorflow as tf
+
+from benchmarks.model_builders import BUILDERS, RealModel, trained_like
+from tf_stitch.bench.measure import Measurement, measure_function
+
+
+def zoo_model(name: str, seed: int, keras_init: bool) -> RealModel:
+    """A model of tf_stitch's zoo at its batch size, weights redrawn as in model_builders."""
+    from tf_stitch.graph.frontends import is_keras_model
+    from tf_stitch.zoo import zoo
+
+    entry = zoo()[name]
+    built = entry.build(seed)
+    model = built.model
+    if is_keras_model(model) and not keras_init:
+        trained_like(model, seed)
+    inputs = built.make_inputs(entry.batch, seed)
+    many = len(inputs) > 1
+    fn = (
+        (lambda *xs: model(list(xs), training=False))
+        if many
+        else (lambda x: model(x, training=False))
+    )
+    if not is_keras_model(model):
+        fn = model
+    signature = [tf.TensorSpec([None, *x.shape[1:]], x.dtype) for x in inputs]
+    return RealModel(name, entry.description, fn, signature, inputs, model)
+
+
+def row(name: str, m: Measurement) -> str:
+    k, lat = m.kernels, m.latency
+    tf_ms, xla_ms, ts_ms = (lat[v].median_ms for v in ("TensorFlow", "XLA:CPU", "tf_stitch"))
+    gpu = m.xla_gpu_best()
+    return (
+        f"{name:<20}{_n(k['tf']):>6}{_n(k['xla_cpu']):>6}{_n(gpu):>6}{_n(k['tf_stitch_gpu']):>6}"
+        f"{_n(k['tf_stitch_cpu']):>6}{tf_ms:>9.2f}{xla_ms:>9.2f}{ts_ms:>9.2f}{ts_ms / tf_ms:>7.2f}"
+        f"{m.max_abs_error:>10.1e}{'' if m.outputs_match else ' MISMATCH'}{m.optimize_s:>8.1f}"
+    )
+
+
+def _n(v: int | None) -> str:
+    return "-" if v is None else str(v)
+
+
+def targets(results: dict[str, Measurement]) -> list[str]:
+    """The issue's targets, each with the models that miss it."""
+
+    def missing(pred: Any) -> str:
+        names = [n for n, m in results.items() if pred(m)]
+        return ", ".join(names) if names else "none"
+
+    def ratio(m: Measurement) -> float:
+        return m.latency["tf_stitch"].median_ms / m.latency["TensorFlow"].median_ms
+
+    def geomean(xs: list[float]) -> float:
+        return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+    gpu_ratios = [
+        m.kernels["tf_stitch_gpu"] / best
+        for m in results.values()
+        if (best := m.xla_gpu_best()) and m.kernels["tf_stitch_gpu"] is not None
+    ]
+    return [
+        "outputs match TensorFlow (rtol=atol=1e-4): misses "
+        + missing(lambda m: not m.outputs_match),
+        "kernels per step (CPU) <= TensorFlow's: misses "
+        + missing(lambda m: (m.kernels["tf_stitch_cpu"] or 0) > (m.kernels["tf"] or 0)),
+        "GPU model <= TensorFlow's: misses "
+        + missing(lambda m: (m.kernels["tf_stitch_gpu"] or 0) > (m.kernels["tf"] or 0)),
+        "GPU model <= XLA:GPU's (better backend): misses "
+        + missing(
+            lambda m: (b := m.xla_gpu_best()) is not None and (m.kernels["tf_stitch_gpu"] or 0) > b
+        ),
+        f"GPU model / XLA:GPU, geometric mean: {geomean(gpu_ratios):.2f} (target <= 0.70)",
+        f"latency <= 1.03x TensorFlow: misses {missing(lambda m: ratio(m) > 1.03)}",
+        f"latency / TensorFlow, geometric mean: {geomean([ratio(m) for m in results.values()]):.2f}"
+        " (target <= 0.90)",
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", help=f"comma-separated, of: {', '.join(BUILDERS)}")
+    parser.add_argument("--zoo", help="also these zoo models (comma-separated, or 'all')")
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--keras-init", action="store_true", help="keep Keras' initial values")
+    parser.add_argument("--no-xla-gpu", action="store_true", help="skip the XLA:GPU counts")
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args()
+    names = args.only.split(",") if args.only else ([] if args.zoo else list(BUILDERS))
+    unknown = [n for n in names if n not in BUILDERS]
+    if unknown:
+        parser.error(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(BUILDERS)}")
+    zoo_names: list[str] = []
+    if args.zoo:
+        from tf_stitch.zoo import zoo
+
+        known = list(zoo())
+        zoo_names = known if args.zoo == "all" else args.zoo.split(",")
+        if bad := [n for n in zoo_names if n not in known]:
+            parser.error(f"not in the zoo: {', '.join(bad)}")
+    now = datetime.datetime.now().astimezone().isoformat(timespec="minutes")
+    print(
+        f"# {now} | {platform.node()} | {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} CPUs | TensorFlow {tf.__version__} | {args.rounds} interleaved rounds"
+        f" | weights {'Keras initial' if args.keras_init else 'trained-like'}"
+    )
+    print(
+        f"{'model':<20}{'TF':>6}{'XLA':>6}{'XGPU':>6}{'tsGPU':>6}{'tsCPU':>6}"
+        f"{'TF ms':>9}{'XLA ms':>9}{'ts ms':>9}{'ts/TF':>7}{'max err':>10}{'opt s':>8}"
+    )
+    results: dict[str, Measurement] = {}
+    jobs = [(n, lambda n=n: BUILDERS[n](args.seed, args.keras_init)) for n in names]
+    jobs += [(n, lambda n=n: zoo_model(n, args.seed, args.keras_init)) for n in zoo_names]
+    for name, build in jobs:
+        model = build()
+        m = measure_function(
+            model.fn,
+            model.signature,
+            model.inputs,
+            args.rounds,
+            gpu_target=None if args.no_xla_gpu else "h100",
+        )
+        results[name] = m
+        print(row(name, m), flush=True)
+    print()
+    for line in targets(results):
+        print(line)
+    for name, m in results.items():
+        for note in m.notes:
+            print(f"  {name}: {note}")
+    if args.json:
+        payload = {"date": now, "machine": platform.node(), "results": results}
+        text = json.dumps(payload, indent=2, default=lambda o: o.__dict__)
+        tmp = Path(args.json).with_suffix(".partial")
+        tmp.write_text(text)
+        tmp.replace(args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
