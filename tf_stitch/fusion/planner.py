@@ -21,6 +21,7 @@ from tf_stitch.fusion.legality import (
     only_library_epilogues,
     outputs_legality,
 )
+from tf_stitch.fusion.loop_heads import loops_started
 from tf_stitch.fusion.memory_plan import DEFAULT_BUDGET_BYTES, MemoryPlan, plan_memory
 from tf_stitch.fusion.merge import merge_legality
 from tf_stitch.fusion.op_kinds import OpKind, op_spec
@@ -173,4 +174,14 @@ def _finish(
             if ref.node not in members and ref not in inputs:
                 inputs.append(ref)
     outputs = group_outputs(ctx, members)
+    loops = loops_started(ctx, members, outputs)
+    if len(loops) > 1:
+        plan.log(
+            f"group of {nodes[0].name}",
+            forbid(
+                f"its outputs start {len(loops)} loops ({', '.join(loops[:3])}): TensorFlow "
+                "runs them on separate threads only if separate ops feed them"
+            ),
+        )
+        return None
     return Group(gid, nodes, layout, schedule_of(layout), level, memory, inputs, outputs)
