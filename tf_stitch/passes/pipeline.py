@@ -30,6 +30,7 @@ from tf_stitch.passes.fold_constants import fold_constants
 from tf_stitch.passes.identities import forward_identities
 from tf_stitch.passes.outline import outline
 from tf_stitch.passes.pack_views import pack_views
+from tf_stitch.passes.pointwise_matmuls import pointwise_matmuls
 from tf_stitch.passes.prune import prune
 from tf_stitch.passes.push_slices import push_slices
 from tf_stitch.passes.refresh_shapes import refresh_shapes
@@ -55,6 +56,7 @@ PIPELINE: tuple[Pass, ...] = (
     push_slices,  # Slice(a + b) -> Slice(a) + Slice(b): slices move up to the matmuls
     fold_constant_views,  # views of constants -> constants
     fold_constants,  # small computations on constants -> constants
+    pointwise_matmuls,  # 1x1 convolutions of 1x1 images (squeeze-excite) -> matmuls
     fold_channel_scales,  # conv(x, W) * s + t -> conv(x, W * s) + t: a bias add TF fuses
     fill_likes,  # Fill(Shape(t), c) -> OnesLike(t) / ZerosLike(t): no Shape edge to t
     forward_identities,  # again: folded permutations reveal identity Transposes
