@@ -34,6 +34,7 @@ from tf_stitch.passes.pointwise_matmuls import pointwise_matmuls
 from tf_stitch.passes.prune import prune
 from tf_stitch.passes.push_slices import push_slices
 from tf_stitch.passes.refresh_shapes import refresh_shapes
+from tf_stitch.passes.restore_bias_adds import restore_bias_adds
 from tf_stitch.passes.slice_views import slice_views
 from tf_stitch.passes.split_slices import split_slices
 from tf_stitch.passes.static_reshape import static_reshape
@@ -64,6 +65,7 @@ PIPELINE: tuple[Pass, ...] = (
     refresh_shapes,  # shape inference again, now that reshape targets are constants
     stitch,  # plan the fusion groups (critical path first)
     outline,  # each group -> one StitchedKernel node
+    restore_bias_adds,  # bias adds left to TensorFlow are BiasAdds again (its remapper's pattern)
     prune,  # drop constants only the groups read
     cleanup,  # remove planning marks
     keep_fetch_names,  # fetched tensors a pass moved get their requested names back

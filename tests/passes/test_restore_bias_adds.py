@@ -1,0 +1,56 @@
+"""restore-bias-adds: adds of a channel vector to library results that TensorFlow runs are
+BiasAdds again, so Grappler keeps a block's last Relu fused with its convolution."""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+from graph_helpers import assert_same_values, ops, run_pass, v1_graph
+
+import tf_stitch
+from tf_stitch.passes.restore_bias_adds import restore_bias_adds
+
+RNG = np.random.default_rng(5)
+
+
+def _c(*shape: int) -> tf.Tensor:
+    return tf.constant(RNG.standard_normal(shape).astype(np.float32))
+
+
+def _conv_block() -> None:
+    x = tf.compat.v1.placeholder(tf.float32, [None, 8, 8, 3], name="x")
+    y = tf.nn.relu(tf.nn.conv2d(x, _c(3, 3, 3, 4), 1, "SAME") + _c(4))
+    tf.identity(tf.nn.max_pool2d(y, 2, 2, "VALID"), name="out")
+
+
+def test_a_channel_vector_added_to_a_convolution_is_a_bias_add() -> None:
+    g = v1_graph(_conv_block, outputs=["out"])
+    out = run_pass(restore_bias_adds, g)
+    assert ops(out)["BiasAdd"] == 1 and ops(out)["AddV2"] == 0
+    assert_same_values(g, out, rtol=1e-6, atol=1e-6)
+
+
+def test_other_adds_stay() -> None:
+    def build() -> None:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 4], name="x")
+        y = tf.matmul(x, _c(4, 3))
+        tf.identity(y + _c(2, 3)[:1], name="row")  # a [1, 3] constant: a broadcast, not a bias
+        tf.identity(y + x[:, :3], name="residual")  # not a constant
+        tf.identity(x + _c(4), name="no_library")
+
+    g = v1_graph(build, outputs=["row", "residual", "no_library"])
+    assert ops(run_pass(restore_bias_adds, g))["BiasAdd"] == 0
+
+
+def test_a_vgg_block_runs_its_convolution_bias_and_relu_as_one_launch() -> None:
+    @tf.function(input_signature=[tf.TensorSpec([None, 8, 8, 3])])
+    def block(x: tf.Tensor) -> tf.Tensor:
+        y = tf.nn.relu(tf.nn.conv2d(x, w, 1, "SAME") + b)
+        return tf.nn.max_pool2d(y, 2, 2, "VALID") * 2.0 + 1.0
+
+    w, b = _c(3, 3, 3, 4), _c(4)
+    optimized = tf_stitch.optimize(block)
+    x = tf.constant(RNG.standard_normal([2, 8, 8, 3]).astype(np.float32))
+    np.testing.assert_allclose(optimized(x).numpy(), block(x).numpy(), rtol=1e-5, atol=1e-5)
+    report = tf_stitch.count_launches(optimized, x)
+    assert "Relu" not in report.tf_stitch_detail.by_type  # fused with the convolution

@@ -1,0 +1,46 @@
+"""restore-bias-adds: a bias add left to TensorFlow is a `BiasAdd` again.
+
+decompose-bias-add turns `BiasAdd` into `AddV2` so the planner sees one kind of add. Where the
+planner leaves such an add to TensorFlow (the epilogue of a matmul or convolution, which the
+remapper fuses into the library call), it must look as TensorFlow wrote it: Grappler's
+arithmetic optimizer moves a `MaxPool` above a `Relu` (`MaxPool(Relu(x))` -> `Relu(MaxPool(x))`)
+unless the Relu reads a `BiasAdd`, and then the remapper can no longer fuse that Relu with the
+convolution (VGG16: 5 extra Relu launches, one per block). Only an add of a constant vector of
+the result's last (channel) dimension to a MatMul, Conv2D or DepthwiseConv2dNative result is
+rewritten.
+"""
+
+from __future__ import annotations
+
+from tf_stitch.graph.ir import DType, Graph
+from tf_stitch.graph.values import constant_value
+from tf_stitch.passes.base import PassContext, graph_pass
+
+_LIBRARY = ("MatMul", "Conv2D", "DepthwiseConv2dNative")
+
+
+@graph_pass("restore-bias-adds")
+def restore_bias_adds(graph: Graph, ctx: PassContext) -> Graph:
+    """Rewrites AddV2(library result, constant [C]) as BiasAdd(library result, constant)."""
+    out = graph.copy()
+    for node in list(out):
+        if node.op not in ("Add", "AddV2") or len(node.inputs) != 2 or node.control_inputs:
+            continue
+        producers = [out.nodes.get(r.node) for r in node.inputs]
+        library = [i for i, p in enumerate(producers) if p is not None and p.op in _LIBRARY]
+        if len(library) != 1:
+            continue
+        x, bias = node.inputs[library[0]], node.inputs[1 - library[0]]
+        shape = out.info(x).shape
+        value = constant_value(out, bias)
+        dtype = node.outputs[0].dtype
+        if shape is None or not shape or shape[-1] is None or value is None:
+            continue
+        if value.shape != (shape[-1],) or out.info(bias).dtype != dtype:
+            continue
+        if node.outputs[0].shape != shape:
+            continue
+        node.op = "BiasAdd"
+        node.inputs = [x, bias]
+        node.attrs = {"T": DType(dtype), "data_format": b"NHWC"}
+    return out
