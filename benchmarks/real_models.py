@@ -142,7 +142,8 @@ def main() -> int:
     )
     results: dict[str, Measurement] = {}
     jobs = [(n, lambda n=n: BUILDERS[n](args.seed, args.keras_init)) for n in names]
-    jobs += [(n, lambda n=n: zoo_model(n, args.seed, args.keras_init)) for n in zoo_names]
+    # Zoo models are named zoo:NAME (the zoo has a bilstm of its own, a smaller one).
+    jobs += [(f"zoo:{n}", lambda n=n: zoo_model(n, args.seed, args.keras_init)) for n in zoo_names]
     for name, build in jobs:
         model = build()
         m = measure_function(
