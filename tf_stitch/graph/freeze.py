@@ -11,7 +11,6 @@ original function with nothing else changed. The marks are put back as the origi
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from typing import Any
 
 from tensorflow.python.framework.convert_to_constants import (
@@ -19,6 +18,7 @@ from tensorflow.python.framework.convert_to_constants import (
 )
 
 from tf_stitch.graph.io import GraphDef
+from tf_stitch.graph.library import all_nodes, function_refs
 from tf_stitch.graph.loop_constants import sink_loop_constants
 from tf_stitch.graph.stateless_control_flow import make_control_flow_stateless
 
@@ -67,13 +67,9 @@ def rename_changed_functions(graph_def: GraphDef, before: dict[str, bytes]) -> i
             if name in changed:
                 digest = hashlib.sha256(current[name]).hexdigest()[:10]
                 mapping[name] = function.signature.name = f"{name}_ts{digest}"
-        for node in _nodes(graph_def):
-            for value in node.attr.values():
-                if value.HasField("func") and value.func.name in mapping:
-                    value.func.name = mapping[value.func.name]
-                for func in value.list.func:
-                    if func.name in mapping:
-                        func.name = mapping[func.name]
+        for node in all_nodes(graph_def):
+            for ref in function_refs(node):
+                ref.name = mapping.get(ref.name, ref.name)
         for gradient in graph_def.library.gradient:
             if gradient.function_name in mapping:
                 gradient.function_name = mapping[gradient.function_name]
@@ -84,10 +80,10 @@ def restore_lowering(graph_def: GraphDef, original: GraphDef) -> int:
     """Sets each control-flow op of `graph_def` (main graph and functions) to be lowered or not
     as the op of the same name in `original` was; ops `original` does not name (renamed by
     inlining) are lowered if any of its control-flow ops was. Returns how many are lowered."""
-    marks = {n.name: _lowered(n) for n in _nodes(original) if n.op in CONTROL_FLOW_OPS}
+    marks = {n.name: _lowered(n) for n in all_nodes(original) if n.op in CONTROL_FLOW_OPS}
     default = any(marks.values())
     count = 0
-    for node in _nodes(graph_def):
+    for node in all_nodes(graph_def):
         if node.op in CONTROL_FLOW_OPS:
             lowered = marks.get(node.name, default)
             node.attr[LOWER].b = lowered
@@ -97,9 +93,3 @@ def restore_lowering(graph_def: GraphDef, original: GraphDef) -> int:
 
 def _lowered(node: Any) -> bool:
     return LOWER in node.attr and node.attr[LOWER].b
-
-
-def _nodes(graph_def: GraphDef) -> Iterator[Any]:
-    yield from graph_def.node
-    for function in graph_def.library.function:
-        yield from function.node_def

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tf_stitch.graph.io import GraphDef
+from tf_stitch.graph.library import all_nodes, function_refs
 
 WHILE_OPS = ("While", "StatelessWhile")
 
@@ -30,7 +31,7 @@ def sink_loop_constants(graph_def: GraphDef, fetched: Iterable[str] = ()) -> int
     in place. `fetched` are tensor names that must stay as they are. Returns how many moved."""
     functions = {f.signature.name: f for f in graph_def.library.function}
     nodes = {n.name: n for n in graph_def.node}
-    uses = Counter(_function_uses(graph_def))
+    uses = Counter(ref.name for n in all_nodes(graph_def) for ref in function_refs(n))
     fetched_nodes = {_node_of(t) for t in fetched}
     moved = 0
     for node in list(graph_def.node):
@@ -49,22 +50,6 @@ def sink_loop_constants(graph_def: GraphDef, fetched: Iterable[str] = ()) -> int
             _sink(graph_def, node, sunk, body, cond, nodes)
             moved += len(sunk)
     return moved
-
-
-def _function_uses(graph_def: GraphDef) -> Iterable[str]:
-    """The name of every function an attr of a node (of the graph or a function) refers to."""
-    for node in _all_nodes(graph_def):
-        for value in node.attr.values():
-            if value.HasField("func"):
-                yield value.func.name
-            for func in value.list.func:
-                yield func.name
-
-
-def _all_nodes(graph_def: GraphDef) -> Iterable[Any]:
-    yield from graph_def.node
-    for function in graph_def.library.function:
-        yield from function.node_def
 
 
 def _node_of(tensor: str) -> str:
@@ -166,10 +151,9 @@ def _drop_while_inputs(node: Any, sunk: list[int], renumber: dict[int, int]) -> 
     control = [s for s in node.input if s.startswith("^")]
     del node.input[:]
     node.input.extend([s for i, s in enumerate(data) if i not in sunk] + control)
-    for key in ("T",):
-        types = list(node.attr[key].list.type)
-        del node.attr[key].list.type[:]
-        node.attr[key].list.type.extend(t for i, t in enumerate(types) if i not in sunk)
+    types = list(node.attr["T"].list.type)
+    del node.attr["T"].list.type[:]
+    node.attr["T"].list.type.extend(t for i, t in enumerate(types) if i not in sunk)
     if "output_shapes" in node.attr:
         shapes = list(node.attr["output_shapes"].list.shape)
         del node.attr["output_shapes"].list.shape[:]

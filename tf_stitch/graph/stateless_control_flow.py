@@ -12,12 +12,12 @@ numbers, prints, variable or queue ops, unknown ops) keeps its op stateful.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from tensorflow.python.framework import op_def_registry
 
 from tf_stitch.graph.io import GraphDef
+from tf_stitch.graph.library import all_nodes, function_refs
 
 STATELESS = {"While": "StatelessWhile", "If": "StatelessIf", "Case": "StatelessCase"}
 _CALLS = ("PartitionedCall", "StatefulPartitionedCall")  # stateful exactly when their function is
@@ -39,7 +39,7 @@ def make_control_flow_stateless(graph_def: GraphDef) -> int:
     def node_is_stateful(node: Any) -> bool:
         if node.op in functions:  # a call of a library function by its name
             return function_is_stateful(node.op)
-        called = list(_functions_of(node))
+        called = [ref.name for ref in function_refs(node)]
         if any(function_is_stateful(name) for name in called):
             return True
         if node.op in STATELESS or node.op in STATELESS.values() or node.op in _CALLS:
@@ -48,22 +48,10 @@ def make_control_flow_stateless(graph_def: GraphDef) -> int:
         return op_def is None or op_def.is_stateful
 
     rewritten = 0
-    for node in _all_nodes(graph_def):
-        if node.op in STATELESS and not any(function_is_stateful(f) for f in _functions_of(node)):
+    for node in all_nodes(graph_def):
+        if node.op in STATELESS and not any(
+            function_is_stateful(r.name) for r in function_refs(node)
+        ):
             node.op = STATELESS[node.op]
             rewritten += 1
     return rewritten
-
-
-def _functions_of(node: Any) -> Iterable[str]:
-    for value in node.attr.values():
-        if value.HasField("func"):
-            yield value.func.name
-        for func in value.list.func:
-            yield func.name
-
-
-def _all_nodes(graph_def: GraphDef) -> Iterable[Any]:
-    yield from graph_def.node
-    for function in graph_def.library.function:
-        yield from function.node_def
