@@ -25,6 +25,17 @@ def graph_of(fn: Callable[..., Any], *specs: tf.TensorSpec) -> Graph:
     return load(tf.function(fn).get_concrete_function(*specs)).graph
 
 
+def prepared(fn: Callable[..., Any], *specs: tf.TensorSpec) -> Graph:
+    """The graph as the `stitch` pass sees it: every pipeline pass before it has run."""
+    from tf_stitch.passes.pipeline import PIPELINE
+
+    graph = graph_of(fn, *specs)
+    ctx = PassContext()
+    for p in PIPELINE[: [p.name for p in PIPELINE].index("stitch")]:
+        graph = p.run(graph, ctx)
+    return graph
+
+
 def v1_graph_def(build: Callable[[], Any]) -> Any:
     """The GraphDef of whatever `build()` creates in a fresh tf.compat.v1 graph."""
     with tf.Graph().as_default() as g:

@@ -1,4 +1,4 @@
-"""Golden files: the C++ (and for three, the CUDA) generated for representative kernels is
+"""Golden files: the C++ (and for four, the CUDA) generated for representative kernels is
 pinned (STYLE item 9).
 
 The kernels come from `tf_stitch.generated_code`, i.e. the whole pipeline (decompositions,
@@ -76,6 +76,13 @@ def batch_norm_training(x: tf.Tensor) -> tf.Tensor:
     return (x - mean) * tf.math.rsqrt(var + 1e-3)
 
 
+def attention(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, bias: tf.Tensor) -> tf.Tensor:
+    """T5's attention: heads split by transposes, a position bias, softmax, heads merged."""
+    heads = [tf.transpose(t, [0, 2, 1, 3]) for t in (q, k, v)]
+    scores = tf.matmul(heads[0], heads[1], transpose_b=True) + bias
+    return tf.transpose(tf.matmul(tf.nn.softmax(scores), heads[2]), [0, 2, 1, 3])
+
+
 KERNELS: dict[str, tuple[Callable[..., Any], list[tf.TensorSpec]]] = {
     "layer_norm": (layer_norm, [S([None, 64])]),
     "softmax": (softmax, [S([8, 128])]),
@@ -85,6 +92,7 @@ KERNELS: dict[str, tuple[Callable[..., Any], list[tf.TensorSpec]]] = {
     "gru_step": (gru_step, [S([None, 32]), S([None, 16]), S([48, 64])]),
     "skip_gram": (skip_gram, [S([None], tf.int32), S([None], tf.int32), S([100, 32])]),
     "batch_norm_training": (batch_norm_training, [S([None, 7, 7, 48])]),
+    "attention": (attention, [S([None, None, 4, 16])] * 3 + [S([1, 4, None, None])]),
 }
 
 
@@ -118,9 +126,9 @@ def test_every_golden_file_has_a_kernel() -> None:
     assert sorted(p.stem for p in GOLDEN_DIR.glob("*.cu")) == sorted(CUDA_KERNELS)
 
 
-# The CUDA of three kernels: a row kernel with block reductions, a column kernel, and a matmul
-# tile in shared memory; compared from the kernel's `extern "C" __global__` line on.
-CUDA_KERNELS = ("layer_norm", "batch_norm_training", "gru_step")
+# The CUDA of four kernels: a row kernel with block reductions, a column kernel, a matmul tile
+# in shared memory and an attention; compared from the kernel's `extern "C" __global__` line on.
+CUDA_KERNELS = ("layer_norm", "batch_norm_training", "gru_step", "attention")
 
 
 @pytest.mark.parametrize("name", CUDA_KERNELS)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from graph_helpers import prepared
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -14,21 +14,9 @@ import tf_stitch
 from tf_stitch.codegen.cpu import emit_cpu
 from tf_stitch.codegen.lower import lower
 from tf_stitch.fusion.planner import PlannerOptions, plan_groups
-from tf_stitch.graph import frontends
 from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef, TensorValue
-from tf_stitch.passes.base import PassContext
-from tf_stitch.passes.pipeline import PIPELINE
 
 S = tf.TensorSpec
-
-
-def prepared(fn: Callable[..., Any], *specs: tf.TensorSpec) -> Graph:
-    """The graph as `stitch` sees it: every pipeline pass before it has run."""
-    graph = frontends.load(tf.function(fn).get_concrete_function(*specs)).graph
-    ctx = PassContext()
-    for p in PIPELINE[: [p.name for p in PIPELINE].index("stitch")]:
-        graph = p.run(graph, ctx)
-    return graph
 
 
 def compute_nodes(graph: Graph) -> set[str]:

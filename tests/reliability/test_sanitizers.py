@@ -22,13 +22,13 @@ from tf_stitch.runtime.kernel_compiler import sanitizer_flags
 
 REPO = Path(__file__).resolve().parents[2]
 # Row (layer_norm_gelu, masked_softmax), column (batch_norm_relu), matmul tiles
-# (matmul_between, lstm_cell: slices of the tile too), several outputs, bool masks.
+# (matmul_between, lstm_cell: slices of the tile too), several outputs, bool masks, attention.
 SELECTION = (
     "layer_norm_gelu or masked_softmax or batch_norm_relu or matmul_between or two_outputs or "
-    "where_compare or lstm_cell"
+    "where_compare or lstm_cell or attention"
 )
 # The SIMT emulation compiles slowly under the sanitizers: a smaller selection by default.
-SIMT_SELECTION = "masked_softmax or matmul_between or two_outputs"
+SIMT_SELECTION = "masked_softmax or matmul_between or two_outputs or attention"
 
 
 def sanitizer_env(tmp_path: Path, **extra: str) -> dict[str, str]:

@@ -143,6 +143,10 @@ def header(name: str) -> str:
 
 def emit_cpu(kernel: Kernel) -> str:
     """The complete, self-contained C++ source of one kernel library."""
+    if kernel.attention is not None:
+        from tf_stitch.codegen.attention_cpu import emit_attention_cpu
+
+        return emit_attention_cpu(kernel)
     if kernel.lanes:
         from tf_stitch.codegen.cpu_columns import ColumnEmitter
 
@@ -406,17 +410,21 @@ class Emitter:
         raise TypeError(f"unknown expression {e!r}")
 
     def _call(self, e: Call, row: bool) -> str:
-        args = [self._expr(a, row) for a in e.args]
-        if e.op == "Pow" and isinstance(e.args[1], Lit) and e.args[1].value in (2.0, 3.0):
-            return "(" + " * ".join([args[0]] * int(e.args[1].value)) + ")"
-        if e.op == "LeakyRelu":
-            alpha = literal(e.attr("alpha"), "float32")
-            return f"({args[0]} > 0.0f ? {args[0]} : {args[0]} * {alpha})"
-        if e.op in ("OnesLike", "ZerosLike"):
-            return literal(e.op == "OnesLike", str(e.attr("dtype")))
-        if e.op == "Cast":
-            return _cast(args[0], str(e.attr("src")), str(e.attr("dst")))
-        return EXPR[e.op].format(*args)
+        return call_code(e, [self._expr(a, row) for a in e.args])
+
+
+def call_code(e: Call, args: list[str]) -> str:
+    """The C++ (and CUDA) expression of op call `e` on operands already rendered as `args`."""
+    if e.op == "Pow" and isinstance(e.args[1], Lit) and e.args[1].value in (2.0, 3.0):
+        return "(" + " * ".join([args[0]] * int(e.args[1].value)) + ")"
+    if e.op == "LeakyRelu":
+        alpha = literal(e.attr("alpha"), "float32")
+        return f"({args[0]} > 0.0f ? {args[0]} : {args[0]} * {alpha})"
+    if e.op in ("OnesLike", "ZerosLike"):
+        return literal(e.op == "OnesLike", str(e.attr("dtype")))
+    if e.op == "Cast":
+        return _cast(args[0], str(e.attr("src")), str(e.attr("dst")))
+    return EXPR[e.op].format(*args)
 
 
 def _cast(x: str, src: str, dst: str) -> str:

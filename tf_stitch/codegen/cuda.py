@@ -81,6 +81,10 @@ MAX_SHARED_BYTES = 40 * 1024
 
 def emit_cuda(kernel: Kernel) -> str:
     """The CUDA source of one kernel: a `__global__` function named after the kernel."""
+    if kernel.attention is not None:
+        from tf_stitch.codegen.attention_cuda import emit_attention_cuda
+
+        return emit_attention_cuda(kernel)
     shared = sum(row_buffer(kernel, b) * (1 if b.dtype == "bool" else 4) for b in kernel.buffers)
     shared += sum(t.n * 4 for t in kernel.tiles if not t.out)
     if shared > MAX_SHARED_BYTES:
@@ -114,7 +118,8 @@ def gathers(kernel: Kernel) -> bool:
 def flat_elements(kernel: Kernel) -> bool:
     """Elementwise kernels run one thread per element rather than a block per row."""
     return (
-        not kernel.reductions
+        kernel.attention is None
+        and not kernel.reductions
         and not kernel.buffers
         and not kernel.tiles
         and not any(kernel.row_stmts[1:])

@@ -162,6 +162,25 @@ class Buffer:
     elements: int  # per row (static: the memory plan only buffers static rows)
 
 
+@dataclass(frozen=True)
+class Attention:
+    """An attention kernel (fusion/attention.py): the domain is (batch axes..., queries, keys,
+    head dim, value dim) and a unit of work is one query row (a block of `block_rows` rows on
+    the CPU). Q, K and V are scalar expressions of `Load`s (each param's `access.strides` give
+    its offset at a point of the domain); `score` turns the raw score, `Var(SCORE)`, into the
+    softmax's input. The context row is written to output `out`."""
+
+    batch: int
+    q: Expr
+    k: Expr
+    v: Expr
+    score: Expr
+    out: str
+
+
+SCORE = "ts_s"  # the raw score q . k in an attention's `score` expression
+
+
 @dataclass
 class Kernel:
     name: str
@@ -186,6 +205,7 @@ class Kernel:
     # lane each, so that its loads along the units' axis are contiguous; its row buffers hold
     # `lanes` rows.
     lanes: int = 0
+    attention: Attention | None = None
 
     @property
     def lane_axis(self) -> int | None:

@@ -56,6 +56,10 @@ class LoweringError(Exception):
 
 
 def lower(graph: Graph, group: Group, name: str) -> Kernel:
+    if group.attention is not None:
+        from tf_stitch.codegen.lower_attention import lower_attention
+
+        return lower_attention(graph, group, name)
     return _Lowerer(graph, group, name).run()
 
 
@@ -440,7 +444,7 @@ class _Lowerer:
         if kind in (OpKind.RESHAPE, OpKind.BROADCAST, OpKind.TRANSPOSE):
             return self.value(node.inputs[0], loop)
         args = tuple(self.value(r, loop) for r in data_inputs(node))
-        return Call(node.op, args, _attrs(node))
+        return Call(node.op, args, call_attrs(node))
 
     def _buffer(self, ref: TensorRef) -> Buffer:
         if ref not in self.buffers:
@@ -500,7 +504,8 @@ class _Lowerer:
         return unit_cycles(row, ops, macs, rows)
 
 
-def _attrs(node: Node) -> tuple[tuple[str, float | str | bool], ...]:
+def call_attrs(node: Node) -> tuple[tuple[str, float | str | bool], ...]:
+    """The attributes an emitter needs to compute `node`'s scalar expression."""
     if node.op == "LeakyRelu":
         return (("alpha", float(node.attrs.get("alpha", 0.2))),)
     if node.op in ("OnesLike", "ZerosLike"):

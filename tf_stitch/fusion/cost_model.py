@@ -77,3 +77,13 @@ def choose_loop_split(
     costs = [split_cost(domain, s, op_cost, target) for s in valid]
     best = min(costs, key=lambda c: (c.cycles, -c.units, -c.split))
     return best.split
+
+
+# Query rows of an attention kernel's unit of work on the CPU: the block's scores are one
+# matmul against the keys (K transposed once per batch point and reused by its blocks).
+ATTENTION_ROWS = 32
+
+
+def attention_block_rows(queries: int | None) -> int:
+    """Rows of an attention unit: `ATTENTION_ROWS`, or all the queries if there are fewer."""
+    return ATTENTION_ROWS if queries is None else max(1, min(ATTENTION_ROWS, queries))

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tf_stitch.fusion.attention import AttentionMatch, find_attention
+from tf_stitch.fusion.cost_model import ROW_GUESS, attention_block_rows
 from tf_stitch.fusion.critical_path import critical_path
 from tf_stitch.fusion.decision import Decision, Record, allow, forbid
 from tf_stitch.fusion.layout import Layout, analyze, data_inputs
@@ -52,6 +54,7 @@ class Group:
     memory: MemoryPlan
     inputs: list[TensorRef]
     outputs: list[TensorRef]
+    attention: AttentionMatch | None = None  # an attention kernel (fusion/attention.py)
 
     @property
     def names(self) -> list[str]:
@@ -73,8 +76,12 @@ def plan_groups(graph: Graph, options: PlannerOptions | None = None) -> Plan:
     ctx = Context(graph)
     plan = Plan()
     order = graph.topological_order()
+    attention = find_attention(ctx, plan.log) if options.merge else []
+    claimed = {name for match in attention for name in match.members}
     candidates = set()
     for node in order:
+        if node.name in claimed:
+            continue
         verdict = node_legality(ctx, node)
         if verdict:
             candidates.add(node.name)
@@ -115,7 +122,23 @@ def plan_groups(graph: Graph, options: PlannerOptions | None = None) -> Plan:
         if group is not None:
             plan.groups.append(group)
     _expose_read_through(ctx, plan)
+    for match in attention:
+        plan.groups.append(_attention_group(ctx, match, len(plan.groups), options))
     return plan
+
+
+def _attention_group(
+    ctx: Context, match: AttentionMatch, gid: int, options: PlannerOptions
+) -> Group:
+    """One attention's group: its domain, a block of query rows per unit of work."""
+    nodes = sorted((ctx.graph.node(n) for n in match.members), key=lambda n: ctx.order[n.name])
+    layout = Layout(match.domain, len(match.batch) + 1, "attention")
+    rows = attention_block_rows(match.domain[len(match.batch)])
+    _, keys, head, value = (ROW_GUESS if d is None else d for d in match.domain[-4:])
+    on_chip = 4 * (rows * head + head * keys + keys * value + rows * keys + rows * value)
+    memory = MemoryPlan(options.on_chip_budget, block_rows=rows, tile_bytes=on_chip)
+    inputs = list(dict.fromkeys(ref for ref, _ in match.leaves))
+    return Group(gid, nodes, layout, schedule_of(layout), {}, memory, inputs, [match.output], match)
 
 
 def _expose_read_through(ctx: Context, plan: Plan) -> None:

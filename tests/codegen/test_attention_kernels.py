@@ -1,0 +1,106 @@
+"""Attention kernels give TensorFlow's answers, as C++ and as CUDA (run through the SIMT
+emulation): heads read through transposes, bias adds and scales on the operands, position
+biases and masks on the scores, queries and keys of different unknown lengths, rows that cross
+the CPU's blocks and batch points, keys longer than a CUDA block, and masked rows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import assert_close
+
+import tf_stitch
+
+S = tf.TensorSpec
+HEADS, DIM = 3, 8
+KERNELS = ["cpu", "simt"]
+
+
+def split(t: tf.Tensor) -> tf.Tensor:
+    return tf.transpose(t, [0, 2, 1, 3])
+
+
+def t5(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, bias: tf.Tensor) -> tf.Tensor:
+    scores = tf.matmul(split(q), split(k), transpose_b=True) + bias
+    return tf.transpose(tf.matmul(tf.nn.softmax(scores), split(v)), [0, 2, 1, 3])
+
+
+def biased(q: tf.Tensor, kv: tf.Tensor, bq: tf.Tensor, bk: tf.Tensor) -> tf.Tensor:
+    """Keras' MultiHeadAttention after its projections: per-head bias adds, a scaled query,
+    Einsums in its equations."""
+    query = (q + bq) * (1.0 / np.sqrt(DIM))
+    scores = tf.einsum("aecd,abcd->acbe", kv + bk, query)
+    return tf.einsum("acbe,aecd->abcd", tf.nn.softmax(scores), kv)
+
+
+def masked(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, keep: tf.Tensor) -> tf.Tensor:
+    """Cross attention with a padding mask of -inf (a row with no key kept is NaN, as in TF)."""
+    scores = tf.einsum("bhqd,bhkd->bhqk", q, k)
+    scores = tf.where(keep[:, None, None, :], scores, -np.inf)
+    return tf.einsum("bhqk,bhkd->bhqd", tf.nn.softmax(scores), v)
+
+
+def _qkv(batch: int, length: int, seed: int) -> list[tf.Tensor]:
+    rng = np.random.default_rng(seed)
+    shape = (batch, length, HEADS, DIM)
+    return [tf.constant(rng.standard_normal(shape), tf.float32) for _ in "qkv"]
+
+
+def _case_inputs(name: str) -> tuple[Callable[..., Any], list[S], list[list[tf.Tensor]]]:
+    rng = np.random.default_rng(3)
+    if name == "t5":
+        specs = [S([None, None, HEADS, DIM])] * 3 + [S([1, HEADS, None, None])]
+        runs = []
+        for batch, length in ((2, 70), (1, 33)):  # 70 > 64 keys: two tiles of emulated threads
+            bias = tf.constant(rng.standard_normal((1, HEADS, length, length)), tf.float32)
+            runs.append([*_qkv(batch, length, batch), bias])
+        return t5, specs, runs
+    if name == "biased":
+        specs = [S([None, 40, HEADS, DIM]), S([None, 40, HEADS, DIM]), S([HEADS, DIM]), S([DIM])]
+        q, kv, _ = _qkv(3, 40, 5)
+        bq = tf.constant(rng.standard_normal((HEADS, DIM)), tf.float32)
+        bk = tf.constant(rng.standard_normal((DIM,)), tf.float32)
+        return biased, specs, [[q, kv, bq, bk]]
+    specs = [S([None, HEADS, None, DIM])] * 3 + [S([None, None], tf.bool)]
+    q = tf.constant(rng.standard_normal((2, HEADS, 5, DIM)), tf.float32)
+    k, v = (tf.constant(rng.standard_normal((2, HEADS, 67, DIM)), tf.float32) for _ in "kv")
+    keep = np.ones((2, 67), bool)
+    keep[0, :65] = False  # batch point 0: only its last keys, in the second tile
+    keep[1, :] = False  # batch point 1: no key at all
+    return masked, specs, [[q, k, v, tf.constant(keep)]]
+
+
+@pytest.mark.parametrize("kernels", KERNELS)
+@pytest.mark.parametrize("name", ["t5", "biased", "masked"])
+def test_attention_kernel_matches_tensorflow(
+    name: str, kernels: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TF_STITCH_KERNELS", kernels)
+    fn, specs, runs = _case_inputs(name)
+    original = tf.function(fn, input_signature=specs)
+    optimized = tf_stitch.optimize(original)
+    (kernel,) = optimized.kernels
+    assert kernel.schedule.startswith("attention"), tf_stitch.explain(optimized)
+    left = {n.op for n in optimized.graph_def.node} - {"Placeholder", "Identity", "Const"}
+    assert left <= {"StitchedKernel", "Reshape", "StridedSlice"}, left  # (views of the mask)
+    for xs in runs:
+        expected = original(*xs)
+        assert_close(expected, optimized(*xs), rtol=2e-5, atol=2e-5)
+        if name == "masked":  # the row with no key kept is NaN in both
+            assert np.isnan(expected.numpy()[1]).all()
+
+
+def test_a_block_of_query_rows_can_cross_batch_points() -> None:
+    """33 queries: the CPU's blocks of 32 rows start in one batch point and end in the next;
+    shards of several blocks each (a large batch) go through them all."""
+    fn, specs, _ = _case_inputs("t5")
+    original = tf.function(fn, input_signature=specs)
+    optimized = tf_stitch.optimize(original)
+    rng = np.random.default_rng(9)
+    bias = tf.constant(rng.standard_normal((1, HEADS, 33, 33)), tf.float32)
+    xs = [*_qkv(9, 33, 4), bias]
+    assert_close(original(*xs), optimized(*xs), rtol=2e-5, atol=2e-5)

@@ -1,0 +1,507 @@
+"""Attention as one kernel: scores = Q K^T, an elementwise epilogue, softmax, context = P V.
+
+The pattern, after decompose-softmax: a batched matmul (or a two-operand Einsum) of Q and K
+whose result's last axis runs over the keys; elementwise ops from it to the softmax's input
+(a scale, a position bias, a mask: every other operand a tensor the kernel reads); the softmax
+(max, subtract, exp, sum, divide along the keys, or a Softmax op); a batched matmul (or
+Einsum) of the probabilities with V. Q, K and V may each be computed by elementwise ops (a
+bias add, a scale) and transposed on the way (the head split of Keras and T5); the context may
+be transposed once more (the head merge). The kernel reads and writes through those
+permutations, so the transposes, the scores and the probabilities never reach memory: XLA:GPU
+and cuDNN's fused attention do the same.
+
+Every tensor the kernel touches is placed on one domain, (batch axes..., queries, keys, head
+dim, value dim): each of its dims is on one axis, or broadcasts (a size-1 dim). The batch axes
+are the scores' leading axes in their order; the head dims must be of known size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tf_stitch.fusion.decision import Decision, allow, forbid
+from tf_stitch.fusion.legality import Context, node_legality
+from tf_stitch.fusion.op_kinds import OpKind, op_spec
+from tf_stitch.fusion.static_args import reduction_axes, transpose_perm
+from tf_stitch.graph.ir import Graph, Node, TensorRef
+
+MATMULS = frozenset({"BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"})
+# Elementwise ops computing one operand (a bias add and a scale are two).
+MAX_OPERAND_OPS = 8
+BROADCAST = ""  # the role of a size-1 dim that broadcasts
+
+Log = Callable[[str, Decision], Decision]
+
+
+@dataclass(frozen=True)
+class Operand:
+    """Q, K or V: `root` (with a role per dim) as computed by `nodes` (elementwise ops and the
+    transposes after them, in topological order) from the tensors the kernel reads."""
+
+    root: TensorRef
+    roles: tuple[str, ...]
+    nodes: tuple[str, ...]
+
+
+@dataclass
+class AttentionMatch:
+    """One attention: what the kernel computes and reads, and the ops it replaces."""
+
+    scores: str  # the matmul of Q and K
+    context: str  # the matmul of the probabilities and V
+    output: TensorRef  # what the kernel writes: the context, or its transpose
+    out_roles: tuple[str, ...]
+    batch: tuple[str, ...]  # the batch roles, in domain order
+    q: Operand
+    k: Operand
+    v: Operand
+    logits: TensorRef  # the softmax's input (the scores after the epilogue)
+    score_nodes: tuple[str, ...]  # the epilogue's ops
+    softmax_nodes: tuple[str, ...]
+    # every tensor the kernel reads -> the role of each of its dims
+    leaves: dict[tuple[TensorRef, tuple[str, ...]], None] = field(default_factory=dict)
+    domain: tuple[int | None, ...] = ()
+
+    @property
+    def members(self) -> list[str]:
+        return [
+            *self.q.nodes,
+            *self.k.nodes,
+            *self.v.nodes,
+            self.scores,
+            *self.score_nodes,
+            *self.softmax_nodes,
+            self.context,
+            *([self.output.node] if self.output.node != self.context else []),
+        ]
+
+    def axis(self, role: str) -> int:
+        """The domain axis of a role (-1 for a broadcast dim)."""
+        if role == BROADCAST:
+            return -1
+        if role in self.batch:
+            return self.batch.index(role)
+        return len(self.batch) + "ijde".index(role)
+
+    def axes(self, roles: tuple[str, ...]) -> tuple[int, ...]:
+        return tuple(self.axis(r) for r in roles)
+
+
+class _Refused(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def find_attention(ctx: Context, log: Log) -> list[AttentionMatch]:
+    """Every attention of the graph that one kernel can compute, each decision logged."""
+    matches: list[AttentionMatch] = []
+    claimed: set[str] = set()
+    for node in ctx.graph.topological_order():
+        if not _is_product(node) or node.name in claimed:
+            continue
+        try:
+            match = _match(ctx, node)
+        except _Refused as e:
+            if e.reason:
+                log(f"attention at {node.name}", forbid(e.reason))
+            continue
+        if claimed & set(match.members):
+            continue
+        claimed |= set(match.members)
+        matches.append(match)
+        shape = "x".join("?" if d is None else str(d) for d in match.domain)
+        log(
+            f"attention at {node.name}",
+            allow(
+                f"scores, softmax and context in one kernel over {shape} (batch..., queries, "
+                f"keys, head, value): {len(match.members)} ops, no transpose or score tensor "
+                "in memory"
+            ),
+        )
+    return matches
+
+
+def _is_product(node: Node) -> bool:
+    return node.op in MATMULS or (node.op == "Einsum" and len(node.inputs) == 2)
+
+
+def _match(ctx: Context, scores: Node) -> AttentionMatch:
+    graph = ctx.graph
+    roles = _product_roles(scores, graph, None)
+    if roles is None:
+        raise _Refused("")  # not a product of two matrices with one contracted axis
+    a_roles, b_roles, s_roles = roles
+    if s_roles[-1] != "j":
+        raise _Refused("the scores' last axis is not the keys")
+    _check_node(ctx, scores)
+    batch = tuple(r for r in s_roles if r not in "ij")
+    leaves: dict[tuple[TensorRef, tuple[str, ...]], None] = {}
+    s = scores.output(0)
+    chain, logits = _score_chain(ctx, s, s_roles, leaves)
+    softmax, probs = _softmax(ctx, logits)
+    context = _only_user(ctx, probs)
+    if context is None or not _is_product(context):
+        raise _Refused("the probabilities are not read by one matmul alone")
+    _check_node(ctx, context)
+    c_roles = _product_roles(context, graph, (probs, s_roles))
+    if c_roles is None:
+        raise _Refused(f"{context.op} {context.name} is not probabilities @ values")
+    p_first = context.inputs[0] == probs
+    v_ref = context.inputs[1] if p_first else context.inputs[0]
+    v_roles = c_roles[1] if p_first else c_roles[0]
+    if "j" in a_roles:  # an Einsum of the keys and the queries, in that order
+        a_roles, b_roles = b_roles, a_roles
+        q_ref, k_ref = scores.inputs[1], scores.inputs[0]
+    else:
+        q_ref, k_ref = scores.inputs[0], scores.inputs[1]
+    q = _operand(ctx, q_ref, a_roles, scores.name, leaves)
+    k = _operand(ctx, k_ref, b_roles, scores.name, leaves)
+    v = _operand(ctx, v_ref, v_roles, context.name, leaves)
+    output, out_roles = _output(ctx, context.output(0), c_roles[2])
+    match = AttentionMatch(
+        scores.name,
+        context.name,
+        output,
+        out_roles,
+        batch,
+        q,
+        k,
+        v,
+        logits,
+        tuple(chain),
+        tuple(softmax),
+        leaves,
+    )
+    if len(set(match.members)) != len(match.members):
+        raise _Refused("an op is on two paths of the attention")
+    if len({ctx.liveness[n] for n in match.members}) > 1:
+        raise _Refused("its ops are alive under different control flow")
+    match.domain = _domain(graph, match)
+    _check_acyclic(ctx, match)
+    return match
+
+
+# -- the two products --------------------------------------------------------------------------
+def _product_roles(
+    node: Node, graph: Graph, probs: tuple[TensorRef, tuple[str, ...]] | None
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]] | None:
+    """Roles of the dims of both operands and the result. Scores (`probs` None): Q has the
+    batch roles, i and d; K the batch roles, j and d; the result the batch roles, i and j. A
+    context reads the probabilities (with the scores' roles) and V (batch, j, e)."""
+    if len(node.inputs) < 2:
+        return None
+    if node.op == "Einsum":
+        return _einsum_roles(node, probs)
+    ranks = [graph.info(r).rank for r in node.inputs[:2]]
+    if ranks[0] is None or ranks[0] != ranks[1] or ranks[0] < 3:
+        return None
+    if node.op == "BatchMatMulV3" and any(
+        getattr(node.attrs.get(t), "name", "float32") != "float32" for t in ("Ta", "Tb", "Tout")
+    ):
+        return None
+    batch = tuple(f"b{i}" for i in range(ranks[0] - 2))
+    adj_x, adj_y = bool(node.attrs.get("adj_x", False)), bool(node.attrs.get("adj_y", False))
+    if probs is None:
+        a = (*batch, *(("d", "i") if adj_x else ("i", "d")))
+        b = (*batch, *(("j", "d") if adj_y else ("d", "j")))
+        return a, b, (*batch, "i", "j")
+    ref, p_roles = probs
+    if node.inputs[0] != ref or adj_x or p_roles[-2:] != ("i", "j"):
+        return None
+    batch = p_roles[:-2]
+    return p_roles, (*batch, *(("e", "j") if adj_y else ("j", "e"))), (*batch, "i", "e")
+
+
+def _einsum_roles(
+    node: Node, probs: tuple[TensorRef, tuple[str, ...]] | None
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]] | None:
+    equation = node.attrs.get("equation", b"")
+    text = equation.decode() if isinstance(equation, bytes) else str(equation)
+    lhs, arrow, out = text.replace(" ", "").partition("->")
+    operands = lhs.split(",")
+    if not arrow or len(operands) != 2 or "." in text:
+        return None
+    a, b = operands
+    if any(len(set(x)) != len(x) for x in (a, b, out)) or not set(out) <= set(a) | set(b):
+        return None
+    if (set(a) ^ set(b)) - set(out):
+        return None  # a label summed out of one operand only
+    contracted = (set(a) & set(b)) - set(out)
+    if len(contracted) != 1:
+        return None
+    if probs is None:
+        # keys: the result's last label, of K only; queries: the one before, of Q only; every
+        # other label of the result is a batch axis of Q (K may broadcast along it)
+        if len(out) < 2:
+            return None
+        q, k = (a, b) if out[-1] in b else (b, a)  # Keras passes the keys first
+        if out[-1] in q or out[-2] in k or not set(k) - {out[-1]} <= set(q):
+            return None
+        role = {x: f"b{i}" for i, x in enumerate(out[:-2])}
+        role |= {out[-2]: "i", out[-1]: "j", contracted.pop(): "d"}
+        if not set(out[:-2]) <= set(q):
+            return None
+        return tuple(role[x] for x in a), tuple(role[x] for x in b), tuple(role[x] for x in out)
+    ref, p_roles = probs
+    p_labels = a if node.inputs[0] == ref else b
+    v_labels = b if node.inputs[0] == ref else a
+    if len(p_labels) != len(p_roles):
+        return None
+    role = dict(zip(p_labels, p_roles, strict=True))
+    if role.get(contracted.pop()) != "j":
+        return None
+    free_v = set(v_labels) - set(p_labels)
+    if len(free_v) != 1 or any(role[x] == "i" for x in v_labels if x in role):
+        return None
+    role[free_v.pop()] = "e"
+    if any(not role[x].startswith("b") for x in v_labels if x in p_labels and role[x] != "j"):
+        return None
+    if any(role[x].startswith("b") and x not in out for x in p_labels):
+        return None
+    v_roles = tuple(role[x] for x in v_labels)
+    out_roles = tuple(role[x] for x in out)
+    if sorted(r for r in out_roles if not r.startswith("b")) != ["e", "i"]:
+        return None
+    return ((p_roles, v_roles) if node.inputs[0] == ref else (v_roles, p_roles)) + (out_roles,)
+
+
+# -- from the scores to the probabilities ------------------------------------------------------
+def _score_chain(
+    ctx: Context,
+    scores: TensorRef,
+    roles: tuple[str, ...],
+    leaves: dict[tuple[TensorRef, tuple[str, ...]], None],
+) -> tuple[list[str], TensorRef]:
+    """The elementwise ops from the scores to the softmax's input, in order."""
+    chain: list[str] = []
+    value = scores
+    shape = ctx.graph.info(scores).shape
+    while not _softmax_starts(ctx, value):
+        user = _only_user(ctx, value)
+        if user is None or not _elementwise(ctx, user) or user.outputs[0].shape != shape:
+            raise _Refused("the scores reach the softmax through ops other than elementwise ones")
+        for ref in user.inputs:
+            if ref != value:
+                _add_leaf(ctx, ref, roles, leaves)
+        chain.append(user.name)
+        value = user.output(0)
+    return chain, value
+
+
+def _softmax_starts(ctx: Context, x: TensorRef) -> bool:
+    users = ctx.consumers.get(x, [])
+    if len(users) == 1:
+        return ctx.graph.node(users[0]).op == "Softmax"
+    return len(users) == 2 and {ctx.graph.node(u).op for u in users} == {"Max", "Sub"}
+
+
+def _softmax(ctx: Context, x: TensorRef) -> tuple[list[str], TensorRef]:
+    """The softmax of `x` along its last axis: its ops and the probabilities."""
+    graph = ctx.graph
+    users = [graph.node(u) for u in ctx.consumers.get(x, [])]
+    if len(users) == 1:  # a Softmax op decompose-softmax left alone
+        (op,) = users
+        _check_node(ctx, op)
+        return [op.name], op.output(0)
+    m = next(u for u in users if u.op == "Max")
+    sub = next(u for u in users if u.op == "Sub")
+    last = (len(graph.info(x).shape or ()) - 1,)
+    exp = _only_user(ctx, sub.output(0))
+    if (
+        reduction_axes(graph, m) != last
+        or not m.attrs.get("keep_dims", False)
+        or sub.inputs != [x, m.output(0)]
+        or ctx.consumers.get(m.output(0)) != [sub.name]
+        or exp is None
+        or exp.op != "Exp"
+    ):
+        raise _Refused("the scores' consumers are not a softmax along the keys")
+    users = [graph.node(u) for u in ctx.consumers.get(exp.output(0), [])]
+    total = next((u for u in users if u.op == "Sum"), None)
+    div = next((u for u in users if u.op == "RealDiv"), None)
+    if (
+        len(users) != 2
+        or total is None
+        or div is None
+        or reduction_axes(graph, total) != last
+        or not total.attrs.get("keep_dims", False)
+        or div.inputs != [exp.output(0), total.output(0)]
+        or ctx.consumers.get(total.output(0)) != [div.name]
+    ):
+        raise _Refused("the scores' consumers are not a softmax along the keys")
+    nodes = [m, sub, exp, total, div]
+    for node in nodes:
+        _check_node(ctx, node)
+    return [n.name for n in nodes], div.output(0)
+
+
+# -- operands and the output -------------------------------------------------------------------
+def _operand(
+    ctx: Context,
+    ref: TensorRef,
+    roles: tuple[str, ...],
+    consumer: str,
+    leaves: dict[tuple[TensorRef, tuple[str, ...]], None],
+) -> Operand:
+    """Q, K or V as the kernel computes it: transposes peeled (their permutation moves the
+    roles), then elementwise ops of the operand's shape down to the tensors they read."""
+    graph = ctx.graph
+    transposes: list[str] = []
+    while True:
+        node = graph.node(ref.node)
+        perm = transpose_perm(graph, node) if node.op == "Transpose" else None
+        if perm is None or not _private(ctx, ref, consumer) or not _legal(ctx, node):
+            break
+        moved = [""] * len(perm)
+        for k, p in enumerate(perm):
+            moved[p] = roles[k]
+        roles, consumer, ref = tuple(moved), node.name, node.inputs[0]
+        transposes.append(node.name)
+    nodes: list[str] = []
+    _tree(ctx, ref, roles, consumer, nodes, leaves)
+    if len(nodes) > MAX_OPERAND_OPS:
+        raise _Refused(f"an operand is computed by {len(nodes)} ops (at most {MAX_OPERAND_OPS})")
+    return Operand(ref, roles, (*nodes, *reversed(transposes)))
+
+
+def _tree(
+    ctx: Context,
+    ref: TensorRef,
+    roles: tuple[str, ...],
+    consumer: str,
+    nodes: list[str],
+    leaves: dict[tuple[TensorRef, tuple[str, ...]], None],
+) -> None:
+    node = ctx.graph.node(ref.node)
+    shape = ctx.graph.info(ref).shape
+    if not (_private(ctx, ref, consumer) and _elementwise(ctx, node)):
+        _add_leaf(ctx, ref, roles, leaves)
+        return
+    for r in node.inputs:
+        if ctx.graph.info(r).shape == shape:
+            _tree(ctx, r, roles, node.name, nodes, leaves)
+        else:
+            _add_leaf(ctx, r, roles, leaves)
+    nodes.append(node.name)
+
+
+def _output(
+    ctx: Context, context: TensorRef, roles: tuple[str, ...]
+) -> tuple[TensorRef, tuple[str, ...]]:
+    """The context, or the transpose that is its only reader (written through its
+    permutation)."""
+    user = _only_user(ctx, context)
+    perm = transpose_perm(ctx.graph, user) if user is not None and user.op == "Transpose" else None
+    if user is None or perm is None or context in ctx.fetched or not _legal(ctx, user):
+        return context, roles
+    return user.output(0), tuple(roles[p] for p in perm)
+
+
+def _add_leaf(
+    ctx: Context,
+    ref: TensorRef,
+    roles: tuple[str, ...],
+    leaves: dict[tuple[TensorRef, tuple[str, ...]], None],
+) -> None:
+    """A tensor the kernel reads, aligned to the end of a value with `roles`."""
+    info = ctx.graph.info(ref)
+    if info.shape is None or len(info.shape) > len(roles):
+        raise _Refused(f"{ref} does not broadcast to its operand")
+    if info.dtype not in ("float32", "bool"):
+        raise _Refused(f"{ref} has dtype {info.dtype}")
+    leaves[(ref, aligned_roles(info.shape, roles))] = None
+
+
+def aligned_roles(shape: tuple[int | None, ...], roles: tuple[str, ...]) -> tuple[str, ...]:
+    """The roles of a tensor of `shape` broadcast against a value with `roles` (numpy style:
+    aligned at the end; a size-1 dim broadcasts)."""
+    aligned = roles[len(roles) - len(shape) :]
+    return tuple(BROADCAST if d == 1 else r for d, r in zip(shape, aligned, strict=True))
+
+
+# -- checks ------------------------------------------------------------------------------------
+def _only_user(ctx: Context, ref: TensorRef) -> Node | None:
+    users = ctx.consumers.get(ref, [])
+    if len(users) != 1 or ref in ctx.fetched:
+        return None
+    return ctx.graph.node(users[0])
+
+
+def _private(ctx: Context, ref: TensorRef, consumer: str) -> bool:
+    """Only `consumer` reads `ref`, and only through data edges (it need not be written)."""
+    return (
+        ctx.consumers.get(ref) == [consumer]
+        and ref not in ctx.fetched
+        and ref.node not in ctx.control_consumers
+    )
+
+
+def _elementwise(ctx: Context, node: Node) -> bool:
+    return op_spec(node.op).kind is OpKind.ELEMENTWISE and bool(node_legality(ctx, node))
+
+
+def _legal(ctx: Context, node: Node) -> bool:
+    try:
+        _check_node(ctx, node)
+    except _Refused:
+        return False
+    return True
+
+
+def _check_node(ctx: Context, node: Node) -> None:
+    """What `node_legality` asks of every stitched op, for the ops it knows no kind of."""
+    if node.control_inputs or node.name in ctx.control_consumers:
+        raise _Refused(f"{node.name} has control edges")
+    if node.device and "CPU" not in node.device.upper():
+        raise _Refused(f"{node.name} is placed on {node.device}")
+    for i, info in enumerate(node.outputs):
+        if node.output(i) in ctx.fed:
+            raise _Refused(f"{node.name} is fed")
+        if info.dtype != "float32" or info.shape is None:
+            raise _Refused(f"{node.name} is not float32 of known rank")
+    data = node.inputs[:1] if node.op in ("Max", "Sum", "Transpose") else node.inputs[:2]
+    for ref in data:
+        if ctx.graph.info(ref).dtype != "float32":
+            raise _Refused(f"{node.name} reads {ctx.graph.info(ref).dtype}")
+
+
+def _domain(graph: Graph, match: AttentionMatch) -> tuple[int | None, ...]:
+    """The size of every axis: the static one where any tensor on it has one."""
+    sizes: dict[str, set[int | None]] = {}
+    placed = [(ref, roles) for ref, roles in match.leaves]
+    placed += [(match.output, match.out_roles)]
+    for ref, roles in placed:
+        for d, role in zip(graph.info(ref).shape or (), roles, strict=True):
+            if role != BROADCAST:
+                sizes.setdefault(role, set()).add(d)
+    domain: list[int | None] = []
+    for role in [*match.batch, "i", "j", "d", "e"]:
+        static = {s for s in sizes.get(role, set()) if s is not None}
+        if len(static) > 1:
+            raise _Refused(f"the {role} axis has sizes {sorted(static)}")
+        domain.append(static.pop() if static else None)
+        if role not in sizes and role not in match.batch:
+            raise _Refused(f"no tensor the kernel reads spans the {role} axis")
+    if domain[-2] is None or domain[-1] is None:
+        raise _Refused("the head dims are of unknown size")
+    return tuple(domain)
+
+
+def _check_acyclic(ctx: Context, match: AttentionMatch) -> None:
+    """No tensor the kernel reads may depend on an op it replaces."""
+    members = set(match.members)
+    first = min(ctx.order[n] for n in members)
+    seen: set[str] = set()
+    stack = [ref.node for ref, _ in match.leaves]
+    while stack:
+        name = stack.pop()
+        if name in members:
+            raise _Refused(f"a tensor the kernel reads depends on {name}, which it replaces")
+        if name in seen or ctx.order[name] < first:
+            continue
+        seen.add(name)
+        node = ctx.graph.node(name)
+        stack.extend(r.node for r in node.inputs)
+        stack.extend(node.control_inputs)
