@@ -89,6 +89,27 @@ def _transposed_softmax(x: tf.Tensor) -> tf.Tensor:
     return tf.nn.softmax(tf.transpose(x, [0, 2, 1]) * 2.0)
 
 
+_WO = tf.constant(np.random.default_rng(3).standard_normal([768, 768]).astype(np.float32) * 0.03)
+_BO = tf.constant(np.random.default_rng(4).standard_normal([768]).astype(np.float32))
+
+
+def _bias_residual_layer_norm(x: tf.Tensor, residual: tf.Tensor) -> tf.Tensor:
+    """BERT's output sublayer: a library matmul whose epilogue (its bias add) is stitched with
+    the residual add and the layer norm after it; the matmul stays the library's."""
+    y = tf.matmul(x, _WO) + _BO + residual
+    m = tf.reduce_mean(y, -1, keepdims=True)
+    v = tf.reduce_mean(tf.square(y - m), -1, keepdims=True)
+    return (y - m) * tf.math.rsqrt(v + 1e-12)
+
+
+def _attention(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, bias: tf.Tensor) -> tf.Tensor:
+    """T5's attention: heads split by transposes, a position bias, softmax, the context's heads
+    merged: one kernel."""
+    q, k, v = (tf.transpose(t, [0, 2, 1, 3]) for t in (q, k, v))
+    p = tf.nn.softmax(tf.matmul(q, k, transpose_b=True) + bias)
+    return tf.transpose(tf.matmul(p, v), [0, 2, 1, 3])
+
+
 # name -> (function, input shapes with None for the batch, the batch timed on the GPU).
 CASES: dict[str, tuple[Callable[..., Any], list[list[int | None]], int]] = {
     "layer_norm_gelu": (_layer_norm_gelu, [[None, 768]], 4096),
@@ -101,6 +122,8 @@ CASES: dict[str, tuple[Callable[..., Any], list[list[int | None]], int]] = {
     "transposed_softmax": (_transposed_softmax, [[None, 128, 96]], 64),
     "dense_gelu": (_dense_gelu, [[None, 256]], 4096),
     "embedding_norm": (_embedding_norm, [[None]], 65536),
+    "bias_residual_layer_norm": (_bias_residual_layer_norm, [[None, 768], [None, 768]], 4096),
+    "attention": (_attention, [[None, 96, 4, 64]] * 3 + [[1, 4, 96, 96]], 48),
 }
 _INT_INPUTS = {"embedding_norm": 1000}  # integer inputs: indices below this
 CHECK_BATCH = 3  # the batch whose outputs are checked against TensorFlow

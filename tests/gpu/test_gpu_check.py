@@ -74,3 +74,30 @@ def test_a_prepared_case_runs_through_the_script(
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "GPU check" in result.stdout
+
+
+@pytest.mark.parametrize("name", ["bias_residual_layer_norm", "attention"])
+def test_the_epilogue_and_attention_cases_run_on_the_simt_emulation(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kernels of the library-epilogue and attention cases, as the CUDA source the GPU
+    check compiles, run through the SIMT emulation at the check batch: one fused kernel each,
+    TensorFlow's values."""
+    import numpy as np
+    import prepare
+    import tensorflow as tf
+
+    import tf_stitch
+
+    monkeypatch.setenv("TF_STITCH_KERNELS", "simt")
+    fn, shapes, _ = prepare.CASES[name]
+    specs = [tf.TensorSpec(s) for s in shapes]
+    original = tf.function(fn, input_signature=specs)
+    optimized = tf_stitch.optimize(original)
+    (kernel,) = optimized.kernels
+    assert "__global__" in kernel.source
+    assert kernel.schedule.startswith("attention" if name == "attention" else "row")
+    rng = np.random.default_rng(0)
+    dims = [[prepare.CHECK_BATCH if d is None else d for d in s] for s in shapes]
+    xs = [tf.constant(rng.standard_normal(d).astype(np.float32)) for d in dims]
+    np.testing.assert_allclose(optimized(*xs), original(*xs), rtol=2e-5, atol=2e-5)
