@@ -62,8 +62,9 @@ def row(name: str, m: Measurement) -> str:
     tf_ms, xla_ms, ts_ms = (lat[v].median_ms for v in ("TensorFlow", "XLA:CPU", "tf_stitch"))
     gpu = m.xla_gpu_best()
     return (
-        f"{name:<20}{_n(k['tf']):>6}{_n(k['xla_cpu']):>6}{_n(gpu):>6}{_n(k['tf_stitch_gpu']):>6}"
-        f"{_n(k['tf_stitch_cpu']):>6}{tf_ms:>9.2f}{xla_ms:>9.2f}{ts_ms:>9.2f}{ts_ms / tf_ms:>7.2f}"
+        f"{name:<20}{_n(k['tf']):>6}{_n(k['tf_gpu']):>6}{_n(k['xla_cpu']):>6}{_n(gpu):>6}"
+        f"{_n(k['tf_stitch_gpu']):>6}{_n(k['tf_stitch_cpu']):>6}"
+        f"{tf_ms:>9.2f}{xla_ms:>9.2f}{ts_ms:>9.2f}{ts_ms / tf_ms:>7.2f}"
         f"{m.max_abs_error:>10.1e}{'' if m.outputs_match else ' MISMATCH'}{m.optimize_s:>8.1f}"
     )
 
@@ -95,8 +96,8 @@ def targets(results: dict[str, Measurement]) -> list[str]:
         + missing(lambda m: not m.outputs_match),
         "kernels per step (CPU) <= TensorFlow's: misses "
         + missing(lambda m: (m.kernels["tf_stitch_cpu"] or 0) > (m.kernels["tf"] or 0)),
-        "GPU model <= TensorFlow's: misses "
-        + missing(lambda m: (m.kernels["tf_stitch_gpu"] or 0) > (m.kernels["tf"] or 0)),
+        "GPU model <= TensorFlow's GPU model: misses "
+        + missing(lambda m: (m.kernels["tf_stitch_gpu"] or 0) > (m.kernels["tf_gpu"] or 0)),
         "GPU model <= XLA:GPU's (better backend): misses "
         + missing(
             lambda m: (b := m.xla_gpu_best()) is not None and (m.kernels["tf_stitch_gpu"] or 0) > b
@@ -137,7 +138,7 @@ def main() -> int:
         f" | weights {'Keras initial' if args.keras_init else 'trained-like'}"
     )
     print(
-        f"{'model':<20}{'TF':>6}{'XLA':>6}{'XGPU':>6}{'tsGPU':>6}{'tsCPU':>6}"
+        f"{'model':<20}{'TF':>6}{'TFGPU':>6}{'XLA':>6}{'XGPU':>6}{'tsGPU':>6}{'tsCPU':>6}"
         f"{'TF ms':>9}{'XLA ms':>9}{'ts ms':>9}{'ts/TF':>7}{'max err':>10}{'opt s':>8}"
     )
     results: dict[str, Measurement] = {}

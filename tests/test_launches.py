@@ -38,3 +38,15 @@ def test_accepts_optimized_functions_and_keras_models() -> None:
     from_optimized = tf_stitch.count_launches(optimized, x)
     assert from_model.tf_stitch == from_optimized.tf_stitch == 1
     assert from_model.tf > 1
+
+
+def test_tensorflows_run_gets_the_same_gpu_model() -> None:
+    """TensorFlow's traced ops mapped to GPU kernels like tf_stitch's (Softmax: three kernels),
+    so that the GPU counts compare like with like."""
+    x = tf.random.normal([16, 128])
+    report = tf_stitch.count_launches(lambda t: tf.nn.softmax(t * 2.0), x)
+    detail = report.tf_gpu_detail
+    assert detail is not None and report.tf_gpu == detail.total
+    assert detail.by_type.get("Softmax") == 3 and report.tf_gpu >= report.tf
+    assert report.tf_stitch_gpu == 1 < report.tf_gpu
+    assert "TensorFlow on a GPU" in str(report)

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 import tensorflow as tf
 
 from tf_stitch.graph.frontends import is_keras_model
+from tf_stitch.graph.op_view import graph_of_function
 from tf_stitch.optimize import OptimizedFunction, StitchFunction, optimize
 from tf_stitch.profiler.gpu_launches import GpuLaunches, count_gpu_launches
 from tf_stitch.profiler.hlo_kernels import HloKernels, count_xla_cpu_launches
@@ -29,11 +30,14 @@ class LaunchReport:
     notes: list[str] = field(default_factory=list)
     tf_stitch_gpu: int = 0
     tf_stitch_gpu_detail: GpuLaunches | None = None
+    tf_gpu: int = 0  # the same GPU model applied to TensorFlow's run of the original
+    tf_gpu_detail: GpuLaunches | None = None
 
     def __str__(self) -> str:
         xla = "n/a" if self.xla_cpu is None else str(self.xla_cpu)
         rows = [
             ("TensorFlow (graph, Grappler on)", str(self.tf)),
+            ("TensorFlow on a GPU (counted from its ops)", str(self.tf_gpu)),
             ("XLA:CPU (jit_compile=True)", xla),
             ("tf_stitch", str(self.tf_stitch)),
             ("tf_stitch on a GPU (counted from its ops)", str(self.tf_stitch_gpu)),
@@ -56,6 +60,9 @@ def count_launches(fn: Any, *inputs: Any, steps: int = 3) -> LaunchReport:
     XLA:CPU: the kernels of the module `tf.function(fn, jit_compile=True)` compiles (fusions,
     library calls, copies and other unfused instructions of the entry computation, loop bodies
     times their trip counts), from its optimized HLO. None if XLA cannot compile `fn`.
+    On a GPU (`tf_gpu`, `tf_stitch_gpu`): both traced runs mapped to the kernels TensorFlow's
+    GPU kernels would launch for them (`profiler/gpu_launches.py`), so that the two compare
+    like with like.
     """
     original, call_optimized, optimized, python_fn = _variants(fn, inputs)
     tf_count = count_tf_launches(original, inputs, steps=steps)
@@ -75,6 +82,9 @@ def count_launches(fn: Any, *inputs: Any, steps: int = 3) -> LaunchReport:
         stitch_count, optimized.graph, {k.node for k in optimized.kernels if k.cuda_source}
     )
     notes.extend(f"GPU count: {n}" for n in gpu.notes)
+    concrete = original.get_concrete_function(*inputs) if not _is_concrete(original) else original
+    tf_gpu = count_gpu_launches(tf_count, graph_of_function(concrete), ())
+    notes.extend(f"TensorFlow's GPU count: {n}" for n in tf_gpu.notes)
     return LaunchReport(
         tf_count.per_step,
         stitch_count.per_step,
@@ -85,6 +95,8 @@ def count_launches(fn: Any, *inputs: Any, steps: int = 3) -> LaunchReport:
         notes,
         gpu.total,
         gpu,
+        tf_gpu.total,
+        tf_gpu,
     )
 
 

@@ -24,6 +24,7 @@ def _m(
     }
     kernels = {
         "tf": tf,
+        "tf_gpu": tf + 5,
         "xla_cpu": xla_cpu,
         "xla_gpu_triton": triton,
         "xla_gpu_cublas": cublas,
@@ -68,10 +69,10 @@ def test_tables_have_a_row_per_workload_failures_and_means() -> None:
     table = rows(RESULTS, {"c": "RuntimeError: " + "x" * 100})
     assert [r[0] for r in table] == ["a", "b", "c", "geometric mean"]
     assert all(len(r) == len(HEADER) for r in table)
-    assert table[0][1:7] == ["100", "40", "20/25", "10", "8", "0.50"]
-    assert table[0][7] == "10.00 (9.00-11.00)"
+    assert table[0][1:8] == ["100", "105", "40", "20/25", "10", "8", "0.50"]
+    assert table[0][8] == "10.00 (9.00-11.00)"
     assert table[2][1].startswith("failed: RuntimeError") and table[2][1].endswith("...")
     md = markdown(table)
-    assert md.splitlines()[0].startswith("| workload | TF | XLA:CPU |")
+    assert md.splitlines()[0].startswith("| workload | TF | TF GPU | XLA:CPU |")
     assert len(md.splitlines()) == 2 + len(table)
     assert text(table).splitlines()[1].startswith("a ")

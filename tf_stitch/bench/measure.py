@@ -14,11 +14,13 @@ import tensorflow as tf
 from tf_stitch.profiler import xla_gpu
 from tf_stitch.profiler.timing import Latency, interleaved
 
-# Kernels per step, in table order: TF's executor trace, XLA:CPU's and XLA:GPU's optimized
-# modules (GPU: both GEMM backends, since nothing is autotuned without a GPU), and tf_stitch's
-# optimized graph as a GPU would run it and as this CPU ran it.
+# Kernels per step, in table order: TF's executor trace (as this CPU ran it and as a GPU would
+# run it), XLA:CPU's and XLA:GPU's optimized modules (GPU: both GEMM backends, since nothing is
+# autotuned without a GPU), and tf_stitch's optimized graph as a GPU would run it and as this
+# CPU ran it.
 KERNEL_COLUMNS: dict[str, str] = {
     "tf": "TensorFlow",
+    "tf_gpu": "TensorFlow (GPU model)",
     "xla_cpu": "XLA:CPU",
     "xla_gpu_triton": "XLA:GPU (Triton GEMM)",
     "xla_gpu_cublas": "XLA:GPU (cuBLAS)",
@@ -107,6 +109,7 @@ def measure_function(
     report = tf_stitch.count_launches(optimized, *inputs)
     kernels: dict[str, int | None] = {
         "tf": report.tf,
+        "tf_gpu": report.tf_gpu,
         "xla_cpu": report.xla_cpu,
         "tf_stitch_gpu": report.tf_stitch_gpu,
         "tf_stitch_cpu": report.tf_stitch,

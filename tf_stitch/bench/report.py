@@ -52,7 +52,7 @@ def latency_ratio(results: Mapping[str, Measurement], den: str) -> Ratio:
 
 
 def _count(m: Measurement, key: str) -> int | None:
-    return m.xla_gpu_best() if key == "xla_gpu" else m.kernels[key]
+    return m.xla_gpu_best() if key == "xla_gpu" else m.kernels.get(key)
 
 
 def summary(results: Mapping[str, Measurement]) -> dict[str, Any]:
@@ -95,6 +95,7 @@ def _ratio_cell(value: float | None) -> str:
 HEADER = (
     "workload",
     "TF",
+    "TF GPU",
     "XLA:CPU",
     "XLA:GPU Triton/cuBLAS",
     "tf_stitch GPU",
@@ -124,6 +125,7 @@ def rows(results: Mapping[str, Measurement], failed: Mapping[str, str]) -> list[
             [
                 name,
                 _cell(k["tf"]),
+                _cell(k.get("tf_gpu")),
                 _cell(k["xla_cpu"]),
                 f"{_cell(k['xla_gpu_triton'])}/{_cell(k['xla_gpu_cublas'])}",
                 _cell(k["tf_stitch_gpu"]),
@@ -143,7 +145,7 @@ def rows(results: Mapping[str, Measurement], failed: Mapping[str, str]) -> list[
         out.append(
             [
                 "geometric mean",
-                *(_ratio_cell(means[k]) for k in ("tf", "xla_cpu")),
+                *(_ratio_cell(means[k]) for k in ("tf", "tf_gpu", "xla_cpu")),
                 f"{_ratio_cell(means['xla_gpu_triton'])}/{_ratio_cell(means['xla_gpu_cublas'])}",
                 *(_ratio_cell(means[k]) for k in ("tf_stitch_gpu", "tf_stitch_cpu")),
                 _ratio_cell(gpu.geomean),
