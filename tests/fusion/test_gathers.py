@@ -103,3 +103,42 @@ def test_one_row_picked_by_a_constant_index_broadcasts_over_the_rows() -> None:
     opt = tf_stitch.optimize(f)
     x = tf.random.normal([5, DIM], seed=4)
     assert_close(f(x), opt(x))
+
+
+def _keras_take(table: tf.Tensor, ids: tf.Tensor) -> tf.Tensor:
+    """What Keras 3's `Embedding` runs: negative ids count from the table's end."""
+    rows = tf.cast(tf.shape(table)[0], ids.dtype)
+    return tf.gather(table, tf.where(ids < 0, ids + rows, ids))
+
+
+def test_keras_wrapped_ids_are_read_raw_and_wrapped_by_the_kernel() -> None:
+    """Keras' where(ids < 0, ids + rows, ids) is done by the kernel: its int32 ops are gone,
+    negative ids pick rows from the end, ids out of [-rows, rows) fail as in TensorFlow."""
+
+    def fn(ids: tf.Tensor) -> tf.Tensor:
+        e = _keras_take(TABLE, ids)
+        return e * tf.math.rsqrt(tf.reduce_sum(e * e, -1, keepdims=True))
+
+    f = tf.function(fn, input_signature=[S([None, 3], tf.int32)])
+    opt = tf_stitch.optimize(f)
+    ops = [n.op for n in opt.graph_def.node]
+    assert ops.count("StitchedKernel") == 1
+    assert not {"GatherV2", "SelectV2", "Less", "AddV2"} & set(ops), ops
+    ids = tf.constant([[0, -1, 5], [-VOCAB, VOCAB - 1, -7]], tf.int32)
+    assert_close(f(ids), opt(ids))
+    for bad in (VOCAB, -VOCAB - 1):
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            f(tf.constant([[bad, 0, 0]], tf.int32))
+        with pytest.raises(tf.errors.InvalidArgumentError, match="not in"):
+            opt(tf.constant([[bad, 0, 0]], tf.int32))
+
+
+def test_ids_wrapped_by_another_count_are_not_taken_for_keras() -> None:
+    def fn(ids: tf.Tensor) -> tf.Tensor:  # wraps by 10, not the table's 50 rows
+        return tf.exp(tf.gather(TABLE, tf.where(ids < 0, ids + 10, ids)))
+
+    f = tf.function(fn, input_signature=[S([None], tf.int32)])
+    opt = tf_stitch.optimize(f)
+    ids = tf.constant([3, -2, 7], tf.int32)
+    assert_close(f(ids), opt(ids))
+    assert "SelectV2" in [n.op for n in opt.graph_def.node]

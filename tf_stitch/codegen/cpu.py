@@ -300,7 +300,10 @@ class Emitter:
         for p in params:
             if p.gather:  # after its index's row offset; a bad index skips the row
                 rows, stride = p.gather_rows, p.access.row_stride
-                self._emit(f"const int64_t {p.name}_g = {p.gather}[{p.gather}_r];", 2)
+                index = f"{p.gather}[{p.gather}_r]"
+                if p.gather_wrap:  # a negative index counts from the end (Keras' take)
+                    index = f"{index} < 0 ? {index} + {rows} : {index}"
+                self._emit(f"const int64_t {p.name}_g = {index};", 2)
                 self._emit(f"if ({p.name}_g < 0 || {p.name}_g >= {rows}) {{", 2)
                 self._emit(f"ts_gather_error({self._error_cell()}, {p.name}_g, {rows});", 3)
                 self._emit("continue;", 3)

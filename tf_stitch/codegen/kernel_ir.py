@@ -50,6 +50,7 @@ class Param:
     tile: str = ""  # a read of a matmul tile (not a kernel input): the tile's name
     gather: str = ""  # rows of this table picked by the (per-row) index param named here
     gather_rows: int = 0  # the table's rows: an index outside [0, gather_rows) is an error
+    gather_wrap: bool = False  # an index in [-gather_rows, 0) counts from the table's end
 
 
 @dataclass(frozen=True)

@@ -264,6 +264,7 @@ class _Lowerer:
             False,
             gather=index.name,
             gather_rows=gather.rows,
+            gather_wrap=gather.wrap,
         )
         self.kernel.inputs.append(param)
         self.params[ref] = param

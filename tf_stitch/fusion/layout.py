@@ -34,6 +34,7 @@ from tf_stitch.fusion.operand_segments import NotInPlace, OperandReader, Segment
 from tf_stitch.fusion.static_args import reduction_axes, slice_window, transpose_perm
 from tf_stitch.fusion.symbolic_dims import Dim, SymbolicDims
 from tf_stitch.graph.ir import Graph, Node, TensorRef
+from tf_stitch.graph.values import constant_value, scalar_constant
 
 Dims = tuple[int | None, ...]
 Symbols = tuple[Dim | None, ...]  # the symbol of each unknown size (None where it is known)
@@ -90,12 +91,16 @@ class GatherSource:
     indices: TensorRef
     rows: int  # the table's rows (indices must be in [0, rows))
     row_elements: int
+    # `indices` are the raw ids of Keras' `take`, which adds `rows` to negative ones first
+    # (where(ids < 0, ids + rows, ids)): the kernel wraps them itself
+    wrap: bool = False
 
 
 @dataclass(frozen=True)
 class ConcatSink:
-    """A ConcatV2 of equal parts along the last axis: the kernel writes part k at offset
-    k * width of each row of the output; nothing in the kernel reads the concatenation."""
+    """A ConcatV2 of equal parts: the kernel writes part k at offset k * width (the elements
+    of a part from the concatenation's axis on) from each element's place in the output;
+    nothing in the kernel reads the concatenation."""
 
     parts: tuple[TensorRef, ...]
     width: int
@@ -420,11 +425,17 @@ class _Analysis:
         placements = {self.placements[r] for r in parts}
         if len(placements) != 1:
             raise LayoutError(f"{node.name}: its parts are placed differently")
-        width = (self.graph.info(parts[0]).shape or (0,))[-1] or 0
+        shape = tuple(self.graph.info(parts[0]).shape or ())
+        axis = constant_value(self.graph, node.inputs[-1])
+        assert axis is not None and shape  # concat_legality checked them
+        width = static_product(shape[int(axis) % len(shape) :]) or 0
         self.concats[node.output(0)] = ConcatSink(parts, int(width))
 
     def _place_gather(self, node: Node) -> None:
         table, indices = node.inputs[:2]
+        rows = int((self.graph.info(table).shape or (0,))[0] or 0)
+        raw = wrapped_indices(self.graph, indices, rows)
+        indices = raw or indices
         for ref in (table, indices):
             if ref.node in self.names:
                 raise LayoutError(f"{node.name}: {ref} is computed in the group")
@@ -438,7 +449,7 @@ class _Analysis:
         index_axes = placement.axes[: len(index_dims)]
         self._record_external(indices, Placement(FULL, index_dims, index_axes))
         row = static_product(shape[1:]) or 0
-        self.gathers[out] = GatherSource(table, indices, int(shape[0] or 0), row)
+        self.gathers[out] = GatherSource(table, indices, rows, row, raw is not None)
 
     def _place_matmul(self, node: Node) -> None:
         a, b = node.inputs[:2]
@@ -656,3 +667,24 @@ def _d(d: int | None) -> str:
 
 def fmt(dims: Dims) -> str:
     return "[" + ",".join(_d(d) for d in dims) + "]"
+
+
+def wrapped_indices(graph: Graph, indices: TensorRef, rows: int) -> TensorRef | None:
+    """The ids `indices` wraps as Keras' `take` does, `where(ids < 0, ids + rows, ids)`, where
+    `rows` is the table's (so a kernel that gathers may read the ids and wrap them itself);
+    else None."""
+    select = graph.nodes.get(indices.node)
+    if select is None or select.op not in ("Select", "SelectV2") or len(select.inputs) != 3:
+        return None
+    cond, shifted, ids = (graph.nodes.get(r.node) for r in select.inputs)
+    if cond is None or shifted is None or ids is None or not rows:
+        return None
+    raw = select.inputs[2]
+    if cond.op != "Less" or cond.inputs[0] != raw or scalar_constant(graph, cond.inputs[1]) != 0:
+        return None
+    if shifted.op not in ("Add", "AddV2") or raw not in shifted.inputs:
+        return None
+    other = shifted.inputs[1] if shifted.inputs[0] == raw else shifted.inputs[0]
+    if scalar_constant(graph, other) != rows or graph.info(raw).shape != graph.info(indices).shape:
+        return None
+    return raw if graph.info(raw).dtype in ("int32", "int64") else None

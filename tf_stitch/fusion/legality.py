@@ -140,17 +140,20 @@ def _op_specific(graph: Graph, node: Node) -> Decision:
 
 
 def concat_legality(graph: Graph, node: Node) -> Decision:
-    """May this ConcatV2 be written by a kernel (parts of one shape, along the last axis)?"""
+    """May this ConcatV2 be written by a kernel? Its parts must have one shape, of known size
+    from the concatenation's axis on: part k of a unit's row then lies k part-rows further in
+    the concatenation's (along the last axis, or an inner one: Keras' `Concatenate(axis=1)`
+    of [batch, 1, d] embeddings)."""
     parts = node.inputs[:-1]
     shapes = {graph.info(r).shape for r in parts}
     axis = constant_value(graph, node.inputs[-1])
     if len(parts) < 2 or len(shapes) != 1:
         return forbid("ConcatV2 of parts of different shapes")
     (shape,) = shapes
-    if axis is None or not shape or int(axis) % len(shape) != len(shape) - 1:
-        return forbid("ConcatV2 not along the last axis")
-    if shape[-1] is None:
-        return forbid("ConcatV2 of parts of unknown width")
+    if axis is None or not shape:
+        return forbid("ConcatV2 along an axis that is not a constant")
+    if any(d is None for d in shape[int(axis) % len(shape) :]):
+        return forbid("ConcatV2 of parts of unknown size from its axis on")
     return allow()
 
 

@@ -6,8 +6,9 @@ column = outer axes: the planner decides which from the axes); `reshape` ops are
 `slice` ops read a constant window of a group input in place; a small `matmul` of two group
 inputs is computed per block of rows into an on-chip tile that the rest of the group reads
 (legality.py says which are small); a `gather` reads the rows of a table that its (per-unit)
-indices pick; a `concat` of equal parts along the last axis is written part by part (at an
-offset) and never read in its kernel; everything else is `opaque` and never enters a group.
+indices pick; a `concat` of equal parts (along the last axis or an inner one) is written part
+by part (at an offset) and never read in its kernel; everything else is `opaque` and never
+enters a group.
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ OP_TABLE: dict[str, OpSpec] = {
     "Transpose": OpSpec(OpKind.TRANSPOSE, 1, 0),
     # a constant window of an input, read in place
     "Slice": OpSpec(OpKind.SLICE, 1, 0),
-    # parts of equal shape side by side along the last axis, written by the kernel (legality.py)
+    # parts of equal shape side by side (sizes known from the axis on), written by the kernel
     "ConcatV2": OpSpec(OpKind.CONCAT, 0, 0),
     # rows of a table picked by indices: one indirect row offset per unit of work
     "GatherV2": OpSpec(OpKind.GATHER, 2, 1),

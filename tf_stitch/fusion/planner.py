@@ -196,6 +196,9 @@ def _finish(
         for ref in data_inputs(node):
             if ref.node not in members and ref not in inputs:
                 inputs.append(ref)
+    for gather in layout.gathers.values():  # raw ids a gather wraps itself
+        if gather.indices not in inputs:
+            inputs.append(gather.indices)
     outputs = group_outputs(ctx, members)
     loops = loops_started(ctx, members, outputs)
     if len(loops) > 1:
