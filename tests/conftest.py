@@ -28,6 +28,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("hypothesis_profile", None):
         settings.load_profile("ci")
 
+
 # float32 tolerances for comparing stitched kernels with TensorFlow's kernels.
 RTOL = 1e-5
 ATOL = 1e-5

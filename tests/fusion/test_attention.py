@@ -129,3 +129,31 @@ def test_does_not_stitch_scores_read_elsewhere() -> None:
     found, records = matches(graph)
     assert not found
     assert any("other than elementwise" in str(r) for r in records), records
+
+
+def test_keras_causal_mask_is_computed_in_the_kernel() -> None:
+    """Keras builds the mask from ones_like(scores) and a band and selects -1e9 where it is
+    false: all of it joins the kernel."""
+    import keras
+
+    keras.utils.set_random_seed(0)
+    layer = keras.layers.MultiHeadAttention(HEADS, DIM)
+    x = np.zeros((1, 10, 32), np.float32)
+    layer(x, x, use_causal_mask=True)
+    graph = prepared(lambda t: layer(t, t, use_causal_mask=True), S([None, 10, 32]))
+    (match,), _ = matches(graph)
+    ops = [graph.node(n).op for n in match.members]
+    assert {"OnesLike", "LogicalAnd", "SelectV2"} <= set(ops), ops
+
+
+def test_probabilities_zeroed_by_the_mask_weight_the_values() -> None:
+    def fn(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, keep: tf.Tensor) -> tf.Tensor:
+        s = tf.where(keep, tf.matmul(q, k, transpose_b=True), -1e9)
+        return tf.matmul(tf.nn.softmax(s) * tf.cast(keep, tf.float32), v)
+
+    specs = [*[S([2, HEADS, 8, DIM])] * 3, S([2, 1, 1, 8], tf.bool)]
+    graph = prepared(fn, *specs)
+    (match,), _ = matches(graph)
+    assert len(match.weights) == 1 and graph.node(match.weight_nodes[0]).op == "Mul"
+    assert graph.node(match.weights[0].node).op == "Cast"  # computed in the kernel
+    assert graph.node(match.weights[0].node).name in match.members

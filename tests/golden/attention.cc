@@ -34,10 +34,10 @@ extern "C" void ts_run(const void* const* ts_in, void* const* ts_out, const int6
     if (ts_bq != ts_kv) {
       for (int64_t ts_j = 0; ts_j < ts_K; ++ts_j) {
         for (int64_t ts_d = 0; ts_d < ts_D; ++ts_d) {
-          ts_kt[ts_d * ts_K + ts_j] = in2[ts_c0 * (64*D3) + ts_c1 * (16) + ts_j * (64) + ts_d];
+          ts_kt[ts_d * ts_K + ts_j] = in1[ts_c0 * (64*D3) + ts_c1 * (16) + ts_j * (64) + ts_d];
         }
         for (int64_t ts_e = 0; ts_e < ts_E; ++ts_e) {
-          ts_vb[ts_j * ts_E + ts_e] = in3[ts_c0 * (64*D3) + ts_c1 * (16) + ts_j * (64) + ts_e];
+          ts_vb[ts_j * ts_E + ts_e] = in2[ts_c0 * (64*D3) + ts_c1 * (16) + ts_j * (64) + ts_e];
         }
       }
       ts_kv = ts_bq;
@@ -46,7 +46,7 @@ extern "C" void ts_run(const void* const* ts_in, void* const* ts_out, const int6
       const int64_t ts_i = ts_i0 + ts_r;
       (void)ts_i;
       for (int64_t ts_d = 0; ts_d < ts_D; ++ts_d) {
-        ts_qb[ts_r * ts_D + ts_d] = in1[ts_c0 * (64*D2) + ts_c1 * (16) + ts_i * (64) + ts_d];
+        ts_qb[ts_r * ts_D + ts_d] = in0[ts_c0 * (64*D2) + ts_c1 * (16) + ts_i * (64) + ts_d];
       }
     }
     ts_matmul(ts_qb.get(), ts_D, ts_kt.get(), ts_K, ts_sc.get(), ts_K, ts_n, ts_D, ts_K, false);
@@ -57,7 +57,7 @@ extern "C" void ts_run(const void* const* ts_in, void* const* ts_out, const int6
       float ts_m = -INFINITY;
       for (int64_t ts_j = 0; ts_j < ts_K; ++ts_j) {
         const float ts_s = ts_row[ts_j];
-        const float ts_x = (ts_s + in0[ts_c1 * (D3*D2) + ts_i * (D3) + ts_j]);
+        const float ts_x = (ts_s + in3[ts_c1 * (D3*D2) + ts_i * (D3) + ts_j]);
         ts_row[ts_j] = ts_x;
         ts_m = ts_max(ts_m, ts_x);
       }

@@ -25,7 +25,7 @@ extern "C" __global__ void __launch_bounds__(256) stitched_0(
     const int64_t ts_c1 = (ts_bq / (1)) % (4);
     (void)ts_c1;
     for (int64_t ts_d = threadIdx.x; ts_d < ts_D; ts_d += blockDim.x) {
-      ts_q[ts_d] = in1[ts_c0 * (64*D2) + ts_c1 * (16) + ts_i * (64) + ts_d];
+      ts_q[ts_d] = in0[ts_c0 * (64*D2) + ts_c1 * (16) + ts_i * (64) + ts_d];
     }
     __syncthreads();
     float ts_m = -INFINITY, ts_l = 0.0f;
@@ -37,9 +37,9 @@ extern "C" __global__ void __launch_bounds__(256) stitched_0(
       if (ts_j < ts_K) {
         float ts_s = 0.0f;
         for (int64_t ts_d = 0; ts_d < ts_D; ++ts_d) {
-          ts_s = fmaf(ts_q[ts_d], in2[ts_c0 * (64*D3) + ts_c1 * (16) + ts_j * (64) + ts_d], ts_s);
+          ts_s = fmaf(ts_q[ts_d], in1[ts_c0 * (64*D3) + ts_c1 * (16) + ts_j * (64) + ts_d], ts_s);
         }
-        ts_x = (ts_s + in0[ts_c1 * (D3*D2) + ts_i * (D3) + ts_j]);
+        ts_x = (ts_s + in3[ts_c1 * (D3*D2) + ts_i * (D3) + ts_j]);
       }
       const float ts_mn = ts_max(ts_m, ts_block_reduce<2>(ts_x, -INFINITY, ts_scratch));
       const float ts_shift = ts_mn == -INFINITY ? 0.0f : ts_mn;
@@ -55,7 +55,7 @@ extern "C" __global__ void __launch_bounds__(256) stitched_0(
         float ts_a = ts_acc[t] * ts_scale;
         for (int64_t ts_jj = 0; ts_jj < ts_n; ++ts_jj) {
           const int64_t ts_j = ts_j0 + ts_jj;
-          ts_a = fmaf(ts_p[ts_jj], in3[ts_c0 * (64*D3) + ts_c1 * (16) + ts_j * (64) + ts_e], ts_a);
+          ts_a = fmaf(ts_p[ts_jj], in2[ts_c0 * (64*D3) + ts_c1 * (16) + ts_j * (64) + ts_e], ts_a);
         }
         ts_acc[t] = ts_a;
       }

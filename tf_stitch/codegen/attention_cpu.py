@@ -5,8 +5,8 @@ batch point is cut there). For each batch point the kernel computes K transposed
 (their expressions evaluated: a bias add or a scale costs nothing more), then for each block:
 its rows of Q, the scores as one matmul tile (`cpu_matmul.h`), the epilogue and the softmax
 along each row in place (max, exp of the difference, sum, divide: the ops decompose-softmax
-writes, in their order), and the context as a second tile, written through the output's
-strides (a transposed output costs nothing more).
+writes, in their order) and the probabilities' weights, and the context as a second tile,
+written through the output's strides (a transposed output costs nothing more).
 
 `AttentionRenderer` is shared with the CUDA emitter: the domain's coordinates and the scalar
 expressions of Q, K, V and the epilogue at them.
@@ -156,6 +156,15 @@ def emit_attention_cpu(kernel: Kernel) -> str:
         "      ts_z += ts_x;",
         "    }",
         "    for (int64_t ts_j = 0; ts_j < ts_K; ++ts_j) ts_row[ts_j] = ts_row[ts_j] / ts_z;",
+        *(
+            [
+                "    for (int64_t ts_j = 0; ts_j < ts_K; ++ts_j) {",
+                f"      ts_row[ts_j] = ts_row[ts_j] * {r.expr(a.weight)};",
+                "    }",
+            ]
+            if a.weight is not None
+            else []
+        ),
         "  }",
         "  ts_matmul(ts_sc.get(), ts_K, ts_vb.get(), ts_E, ts_ob.get(), ts_E, ts_n, ts_K, ts_E, "
         "false);",

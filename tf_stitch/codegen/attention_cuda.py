@@ -4,8 +4,9 @@ A block per query row (the units of the op's launch), as FlashAttention's forwar
 simplest form: the block's threads load the row of Q into shared memory, then walk the keys a
 tile of `blockDim.x` at a time: each thread computes one score (a dot product over the head
 dim) and its epilogue, the block reduces the tile's maximum, rescales its running sum and its
-accumulators by exp(old max - new max), and adds the tile's exponentials and their products
-with V (each thread accumulates some columns of the value dim). The context row is the
+accumulators by exp(old max - new max), and adds the tile's exponentials to the sum and their
+products with V (times the probabilities' weights, if any) to the accumulators (each thread
+accumulates some columns of the value dim). The context row is the
 accumulators over the sum, written through the output's strides. No score or probability
 reaches global memory, and the keys may be of any length.
 
@@ -57,7 +58,9 @@ def emit_attention_cuda(kernel: Kernel) -> str:
         "    const float ts_mn = ts_max(ts_m, ts_block_reduce<2>(ts_x, -INFINITY, ts_scratch));",
         "    const float ts_shift = ts_mn == -INFINITY ? 0.0f : ts_mn;",
         "    const float ts_px = ts_j < ts_K ? ts_exp(ts_x - ts_shift) : 0.0f;",
-        "    ts_p[threadIdx.x] = ts_px;",
+        "    ts_p[threadIdx.x] = ts_px;"
+        if a.weight is None
+        else f"    ts_p[threadIdx.x] = ts_j < ts_K ? ts_px * {r.expr(a.weight)} : 0.0f;",
         "    const float ts_tile = ts_block_reduce<0>(ts_px, 0.0f, ts_scratch);  // ts_p visible",
         "    const float ts_scale = ts_exp(ts_m - ts_shift);",
         "    ts_l = ts_l * ts_scale + ts_tile;",

@@ -169,7 +169,8 @@ class Attention:
     head dim, value dim) and a unit of work is one query row (a block of `block_rows` rows on
     the CPU). Q, K and V are scalar expressions of `Load`s (each param's `access.strides` give
     its offset at a point of the domain); `score` turns the raw score, `Var(SCORE)`, into the
-    softmax's input. The context row is written to output `out`."""
+    softmax's input; the probabilities times `weight` (if any) weight the rows of V. The
+    context row is written to output `out`."""
 
     batch: int
     q: Expr
@@ -177,6 +178,7 @@ class Attention:
     v: Expr
     score: Expr
     out: str
+    weight: Expr | None = None
 
 
 SCORE = "ts_s"  # the raw score q . k in an attention's `score` expression

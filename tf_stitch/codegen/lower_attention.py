@@ -52,6 +52,7 @@ class _AttentionLowerer:
             v=self._expr(m.v.root, m.v.roles, SCORE),
             score=self._expr(m.logits, self._score_roles(), SCORE),
             out=out.name,
+            weight=self._weight(),
         )
         k.schedule = str(self.group.schedule)
         k.members = [f"{n.name} ({n.op})" for n in self.group.nodes]
@@ -60,6 +61,13 @@ class _AttentionLowerer:
         ops = sum(op_spec(self.graph.node(n).op).cost for n in m.score_nodes) + 20
         k.unit_cost = unit_cycles(keys, ops, keys * (head + value), k.block_rows)
         return k
+
+    def _weight(self) -> Expr | None:
+        weight: Expr | None = None
+        for factor in self.match.weights:
+            value = self._expr(factor, self._score_roles(), SCORE)
+            weight = value if weight is None else Call("Mul", (weight, value))
+        return weight
 
     def _score_roles(self) -> tuple[str, ...]:
         return (*self.match.batch, "i", "j")
@@ -109,5 +117,7 @@ class _AttentionLowerer:
                 raise LoweringError(f"{ref} is read by the attention but not one of its inputs")
             return self.loads[leaf]
         node = self.graph.node(ref.node)
+        if node.op in ("OnesLike", "ZerosLike"):  # the scores' shape, not their values
+            return Lit(node.op == "OnesLike", node.outputs[0].dtype)
         args = tuple(self._expr(r, roles, score) for r in node.inputs)
         return Call(node.op, args, call_attrs(node))

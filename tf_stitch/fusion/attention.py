@@ -57,8 +57,12 @@ class AttentionMatch:
     k: Operand
     v: Operand
     logits: TensorRef  # the softmax's input (the scores after the epilogue)
-    score_nodes: tuple[str, ...]  # the epilogue's ops
+    score_nodes: tuple[str, ...]  # the epilogue's ops, and those computing its masks
     softmax_nodes: tuple[str, ...]
+    # the probabilities times `weights` (Keras zeroes masked ones) are what V is weighted by
+    weighted: TensorRef
+    weights: tuple[TensorRef, ...]
+    weight_nodes: tuple[str, ...]
     # every tensor the kernel reads -> the role of each of its dims
     leaves: dict[tuple[TensorRef, tuple[str, ...]], None] = field(default_factory=dict)
     domain: tuple[int | None, ...] = ()
@@ -72,6 +76,7 @@ class AttentionMatch:
             self.scores,
             *self.score_nodes,
             *self.softmax_nodes,
+            *self.weight_nodes,
             self.context,
             *([self.output.node] if self.output.node != self.context else []),
         ]
@@ -139,16 +144,17 @@ def _match(ctx: Context, scores: Node) -> AttentionMatch:
     batch = tuple(r for r in s_roles if r not in "ij")
     leaves: dict[tuple[TensorRef, tuple[str, ...]], None] = {}
     s = scores.output(0)
-    chain, logits = _score_chain(ctx, s, s_roles, leaves)
+    chain, logits = _score_chain(ctx, s)
     softmax, probs = _softmax(ctx, logits)
-    context = _only_user(ctx, probs)
+    weight_nodes, weights, weighted = _weights(ctx, probs)
+    context = _only_user(ctx, weighted)
     if context is None or not _is_product(context):
         raise _Refused("the probabilities are not read by one matmul alone")
     _check_node(ctx, context)
-    c_roles = _product_roles(context, graph, (probs, s_roles))
+    c_roles = _product_roles(context, graph, (weighted, s_roles))
     if c_roles is None:
         raise _Refused(f"{context.op} {context.name} is not probabilities @ values")
-    p_first = context.inputs[0] == probs
+    p_first = context.inputs[0] == weighted
     v_ref = context.inputs[1] if p_first else context.inputs[0]
     v_roles = c_roles[1] if p_first else c_roles[0]
     if "j" in a_roles:  # an Einsum of the keys and the queries, in that order
@@ -160,6 +166,14 @@ def _match(ctx: Context, scores: Node) -> AttentionMatch:
     k = _operand(ctx, k_ref, b_roles, scores.name, leaves)
     v = _operand(ctx, v_ref, v_roles, context.name, leaves)
     output, out_roles = _output(ctx, context.output(0), c_roles[2])
+    core = {*chain, *weight_nodes}
+    side = [r for n in sorted(core) for r in graph.node(n).inputs if r.node not in core]
+    side = [r for r in side if r not in (s, probs)]
+    masks = _masks(ctx, side, core | {scores.name, *softmax})
+    for ref in side + [r for n in masks for r in graph.node(n).inputs]:
+        if ref.node not in core | masks | {scores.name}:
+            _add_leaf(ctx, ref, s_roles, leaves)
+    order = ctx.order.__getitem__
     match = AttentionMatch(
         scores.name,
         context.name,
@@ -170,12 +184,16 @@ def _match(ctx: Context, scores: Node) -> AttentionMatch:
         k,
         v,
         logits,
-        tuple(chain),
+        tuple(sorted({*chain, *masks}, key=order)),
         tuple(softmax),
+        weighted,
+        weights,
+        tuple(weight_nodes),
         leaves,
     )
     if len(set(match.members)) != len(match.members):
         raise _Refused("an op is on two paths of the attention")
+    _check_private(ctx, match)
     if len({ctx.liveness[n] for n in match.members}) > 1:
         raise _Refused("its ops are alive under different control flow")
     match.domain = _domain(graph, match)
@@ -268,26 +286,67 @@ def _einsum_roles(
 
 
 # -- from the scores to the probabilities ------------------------------------------------------
-def _score_chain(
-    ctx: Context,
-    scores: TensorRef,
-    roles: tuple[str, ...],
-    leaves: dict[tuple[TensorRef, tuple[str, ...]], None],
-) -> tuple[list[str], TensorRef]:
-    """The elementwise ops from the scores to the softmax's input, in order."""
+def _score_chain(ctx: Context, scores: TensorRef) -> tuple[list[str], TensorRef]:
+    """The elementwise ops from the scores to the softmax's input, in order. A value on the way
+    may also be read by OnesLike/ZerosLike (Keras builds its masks' shape from the scores):
+    they read no value, and join the kernel with the mask (`_masks`)."""
     chain: list[str] = []
     value = scores
     shape = ctx.graph.info(scores).shape
     while not _softmax_starts(ctx, value):
-        user = _only_user(ctx, value)
+        users = [u for u in _users(ctx, value) if u.op not in _SHAPE_ONLY]
+        user = users[0] if len(users) == 1 else None
         if user is None or not _elementwise(ctx, user) or user.outputs[0].shape != shape:
             raise _Refused("the scores reach the softmax through ops other than elementwise ones")
-        for ref in user.inputs:
-            if ref != value:
-                _add_leaf(ctx, ref, roles, leaves)
         chain.append(user.name)
         value = user.output(0)
     return chain, value
+
+
+def _weights(ctx: Context, probs: TensorRef) -> tuple[list[str], tuple[TensorRef, ...], TensorRef]:
+    """Multiplications of the probabilities by factors that do not depend on them (Keras'
+    masked softmax zeroes the masked ones): their ops, the factors and the product."""
+    nodes: list[str] = []
+    factors: list[TensorRef] = []
+    value = probs
+    shape = ctx.graph.info(probs).shape
+    while (user := _only_user(ctx, value)) is not None and user.op == "Mul":
+        if not _elementwise(ctx, user) or user.outputs[0].shape != shape:
+            break
+        others = [r for r in user.inputs if r != value]
+        if len(others) != 1:
+            break
+        nodes.append(user.name)
+        factors.append(others[0])
+        value = user.output(0)
+    return nodes, tuple(factors), value
+
+
+def _masks(ctx: Context, side: list[TensorRef], members: set[str]) -> set[str]:
+    """The elementwise ops computing the epilogue's other operands (a mask from the scores'
+    shape and a causal band, as Keras builds it) that nothing outside the kernel reads: they
+    join the kernel, their inputs are read by it."""
+    candidates: set[str] = set()
+    stack = [r.node for r in side]
+    while stack:
+        name = stack.pop()
+        node = ctx.graph.node(name)
+        if name in candidates or name in members or not _elementwise(ctx, node):
+            continue
+        candidates.add(name)
+        if node.op not in _SHAPE_ONLY:
+            stack.extend(r.node for r in node.inputs)
+    taken: set[str] = set()
+    changed = True
+    while changed:  # a candidate joins once every reader of it has
+        changed = False
+        for name in sorted(candidates - taken):
+            users = ctx.consumers.get(ctx.graph.node(name).output(0), [])
+            fetched = ctx.graph.node(name).output(0) in ctx.fetched
+            if not fetched and users and all(u in members | taken for u in users):
+                taken.add(name)
+                changed = True
+    return taken
 
 
 def _softmax_starts(ctx: Context, x: TensorRef) -> bool:
@@ -422,6 +481,26 @@ def aligned_roles(shape: tuple[int | None, ...], roles: tuple[str, ...]) -> tupl
 
 
 # -- checks ------------------------------------------------------------------------------------
+_SHAPE_ONLY = frozenset({"OnesLike", "ZerosLike"})  # read their input's shape, not its values
+
+
+def _users(ctx: Context, ref: TensorRef) -> list[Node]:
+    return [ctx.graph.node(u) for u in ctx.consumers.get(ref, [])]
+
+
+def _check_private(ctx: Context, match: AttentionMatch) -> None:
+    """Nothing outside the kernel reads what its ops compute, but its output."""
+    members = set(match.members)
+    for name in members:
+        node = ctx.graph.node(name)
+        for i in range(len(node.outputs)):
+            ref = node.output(i)
+            if ref == match.output:
+                continue
+            if ref in ctx.fetched or any(u not in members for u in ctx.consumers.get(ref, [])):
+                raise _Refused(f"{ref} is read outside the attention")
+
+
 def _only_user(ctx: Context, ref: TensorRef) -> Node | None:
     users = ctx.consumers.get(ref, [])
     if len(users) != 1 or ref in ctx.fetched:
