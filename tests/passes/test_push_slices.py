@@ -57,6 +57,26 @@ def test_a_cheap_op_read_elsewhere_is_recomputed_on_the_slice() -> None:
     assert_same_values(g, out)
 
 
+def test_a_shared_op_is_recomputed_once_on_a_path_not_up_every_layer() -> None:
+    """A BERT pooler's first token of a stack of residual layers: the slice recomputes the last
+    layer's residual add, but does not climb into the layers before, which run in full
+    anyway (slicing each one's statistics would only add ops)."""
+
+    def build() -> None:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 6, 8], name="x")
+        for _ in range(3):
+            y = x + tf.tanh(x) * 0.5
+            m = tf.reduce_mean(y, -1, keepdims=True)
+            x = (y - m) * tf.math.rsqrt(tf.reduce_mean(tf.square(y - m), -1, keepdims=True))
+        tf.identity(tf.slice(x, [0, 0, 0], [-1, 1, -1]), name="out")
+
+    g = v1_graph(build)
+    out = run_pass(push_slices, g)
+    slices = [n for n in out if n.op == "Slice"]
+    assert 1 < len(slices) <= 6, [n.name for n in slices]
+    assert_same_values(g, out, batch=3)
+
+
 def test_broadcast_operands_are_not_sliced_along_broadcast_axes() -> None:
     def build() -> None:
         x = tf.compat.v1.placeholder(tf.float32, [None, 6, 8], name="x")

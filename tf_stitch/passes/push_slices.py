@@ -7,7 +7,10 @@ drops size-1 axes.)
 is not sliced there). Repeated, the slices of an LSTM/GRU gate vector move up to the matmul
 outputs they come from, so the gate computation becomes one stitched kernel that reads those
 outputs at offsets. An op read by other ops too is pushed through only if it is cheap; it then
-stays for the other readers and is recomputed on the slices.
+stays for the other readers and is recomputed on the slices, once: the slices that recompute
+it are not pushed through a second op read by others (a BERT pooler's `x[:, 0]` would
+otherwise climb the residual stream of every layer, slicing each layer's statistics, and
+recompute the first token's path through all of them).
 """
 
 from __future__ import annotations
@@ -32,20 +35,24 @@ _CHEAP_COST = 4
 def push_slices(graph: Graph, ctx: PassContext) -> Graph:
     """Moves constant Slices above the elementwise ops they slice."""
     out = graph.copy()
+    recomputing: set[str] = set()  # slices on a path that already recomputes a shared op
     for _ in range(_MAX_ROUNDS):
-        if not _one_round(out):
+        if not _one_round(out, recomputing):
             break
     return out
 
 
-def _one_round(graph: Graph) -> bool:
+def _one_round(graph: Graph, recomputing: set[str]) -> bool:
     """Makes the first applicable rewrite: compose a Slice of a Slice, move Slices above a
     Reshape that only adds or drops size-1 axes, or above an elementwise op."""
     users = graph.consumers()
     keep = graph.fed() | graph.fetched()
     for node in list(graph):
         window = _static_slice(graph, node)
+        inner = node.inputs[0].node if node.inputs else ""
         if window is not None and _compose(graph, node, window):
+            if inner in recomputing:
+                recomputing.add(node.name)
             return True
     for node in list(graph):
         if not node.outputs or node.control_inputs or node.output(0) in keep:
@@ -60,7 +67,11 @@ def _one_round(graph: Graph) -> bool:
         if not slices:
             continue
         only_slices = len(slices) == len(readers)
-        push: Callable[[Graph, Node, Node], None]
+        if not only_slices:  # recompute a shared op at most once on a path
+            slices = [r for r in slices if r.name not in recomputing]
+            if not slices:
+                continue
+        push: Callable[[Graph, Node, Node], list[str]]
         if op_kind(node.op) is OpKind.ELEMENTWISE and (only_slices or _cheap(node)):
             push = _push
         elif node.op == "Reshape" and only_slices and _unit_axes_only(graph, node):
@@ -68,7 +79,9 @@ def _one_round(graph: Graph) -> bool:
         else:
             continue
         for reader in slices:
-            push(graph, node, reader)
+            created = push(graph, node, reader)
+            if not only_slices or reader.name in recomputing:
+                recomputing.update(created)
         if only_slices:
             graph.remove([node.name])
         # else: a cheap op read elsewhere too is kept for those readers and recomputed for
@@ -110,8 +123,9 @@ def _static_slice(graph: Graph, node: Node) -> tuple[np.ndarray, np.ndarray] | N
     return begin.astype(np.int64), size.astype(np.int64)
 
 
-def _push(graph: Graph, op: Node, reader: Node) -> None:
-    """Replaces `reader` = Slice(op(...)) by op(Slice(operand), ...) under reader's name."""
+def _push(graph: Graph, op: Node, reader: Node) -> list[str]:
+    """Replaces `reader` = Slice(op(...)) by op(Slice(operand), ...) under reader's name;
+    returns the new Slices."""
     begin, size = _static_slice(graph, reader)  # type: ignore[misc]
     out_shape = op.outputs[0].shape or ()
     b = NodeBuilder(graph, reader.name + "_pushed", reader.device)
@@ -120,6 +134,7 @@ def _push(graph: Graph, op: Node, reader: Node) -> None:
     graph.add(
         Node(reader.name, op.op, operands, dict(op.attrs), list(reader.outputs), device=op.device)
     )
+    return [r.node for r in operands if r not in op.inputs]
 
 
 def _slice_operand(
@@ -158,8 +173,9 @@ def _unit_axes_only(graph: Graph, node: Node) -> bool:
     )
 
 
-def _push_reshape(graph: Graph, reshape: Node, reader: Node) -> None:
-    """Slice(Reshape(y)) -> Reshape(Slice(y)) for a Reshape of size-1 axes only."""
+def _push_reshape(graph: Graph, reshape: Node, reader: Node) -> list[str]:
+    """Slice(Reshape(y)) -> Reshape(Slice(y)) for a Reshape of size-1 axes only; returns the
+    new Slice."""
     begin, size = _static_slice(graph, reader)  # type: ignore[misc]
     src_shape = graph.info(reshape.inputs[0]).shape or ()
     out_shape = reshape.outputs[0].shape or ()
@@ -196,3 +212,4 @@ def _push_reshape(graph: Graph, reshape: Node, reader: Node) -> None:
             device=reshape.device,
         )
     )
+    return [piece.node]
