@@ -23,6 +23,7 @@ from tf_stitch.fusion.legality import (
     only_library_epilogues,
     outputs_legality,
 )
+from tf_stitch.fusion.library_ops import library_records
 from tf_stitch.fusion.loop_heads import loops_started
 from tf_stitch.fusion.memory_plan import DEFAULT_BUDGET_BYTES, MemoryPlan, plan_memory
 from tf_stitch.fusion.merge import merge_legality
@@ -124,6 +125,7 @@ def plan_groups(graph: Graph, options: PlannerOptions | None = None) -> Plan:
     _expose_read_through(ctx, plan)
     for match in attention:
         plan.groups.append(_attention_group(ctx, match, len(plan.groups), options))
+    plan.records.extend(library_records(ctx, plan.groups, plan.records))
     return plan
 
 
