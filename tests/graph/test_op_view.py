@@ -24,3 +24,4 @@ def test_ops_dtypes_shapes_and_layout_attributes_without_freezing() -> None:
     assert graph.node("Shape").outputs[0].dtype == "int32"
     assert any(n.op == "ReadVariableOp" for n in graph)  # the variable is read, not frozen
     assert graph.topological_order()  # every input is a node of the view
+    assert [graph.node(r.node).op for r in graph.outputs] == ["Identity"]

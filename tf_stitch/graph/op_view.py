@@ -15,7 +15,7 @@ KEPT_ATTRS = ("data_format", "equation")
 
 def graph_of_function(concrete: Any) -> Graph:
     """The ops of a ConcreteFunction's graph as IR nodes (function bodies it calls not
-    included)."""
+    included), its outputs the function's."""
     graph = Graph()
     for op in concrete.graph.get_operations():
         attrs = {}
@@ -34,6 +34,7 @@ def graph_of_function(concrete: Any) -> Graph:
                 [c.name for c in op.control_inputs],
             )
         )
+    graph.outputs = [TensorRef(t.op.name, t.value_index) for t in concrete.outputs]
     return graph
 
 

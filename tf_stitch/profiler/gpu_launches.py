@@ -10,6 +10,11 @@ TensorFlow runs for it on a GPU:
   registers the GPU kernels of int32 ops with every argument in host memory (shape and index
   arithmetic), so it launches no GPU kernel;
 - CPU-only variants (oneDNN's `_Mkl*`) are counted as the op they replace;
+- convolutions and poolings are one kernel each, in the NCHW layout Grappler's layout
+  optimizer gives them on a GPU, plus the transposes it inserts where their tensors meet ops it
+  does not convert (`gpu_layout.py`, counted on the graph); a call the CPU remapper fused with
+  the ops after it (`_FusedConv2D`, `_FusedMatMul`) is one kernel with its bias add and ReLU,
+  and one more for each other op it absorbed (`gpu_layout.fused_call_kernels`);
 - ops known to launch several kernels on a GPU are counted by `GPU_KERNELS` or, for Einsum,
   by `einsum_kernels`; every other op is one kernel.
 
@@ -25,6 +30,7 @@ from dataclasses import dataclass, field
 
 from tf_stitch.graph.callable import IMPORT_SCOPE
 from tf_stitch.graph.ir import Graph, Node
+from tf_stitch.profiler.gpu_layout import fused_call_kernels, layout_transposes
 from tf_stitch.profiler.op_launches import OpLaunches
 
 STITCHED_OP = "StitchedKernel"
@@ -33,17 +39,13 @@ STITCHED_OP = "StitchedKernel"
 GPU_KERNELS: dict[str, tuple[int, str]] = {
     "Softmax": (3, "row max, row sum of exponentials, normalization (softmax_op_gpu)"),
     "LogSoftmax": (3, "row max, row sum of exponentials, normalization (softmax_op_gpu)"),
-    # NHWC float convolutions and poolings: cuDNN or the layout optimizer may compute in NCHW,
-    # with a transpose in and one out; on a GPU that computes NHWC directly this is 1.
-    "Conv2D": (3, "NHWC: transpose to NCHW, convolution, transpose back"),
-    "DepthwiseConv2dNative": (3, "NHWC: transpose to NCHW, convolution, transpose back"),
-    "MaxPool": (3, "NHWC: transpose to NCHW, pooling, transpose back"),
-    "AvgPool": (3, "NHWC: transpose to NCHW, pooling, transpose back"),
     "Einsum": (4, "without its equation: transposes of both operands and the result, a GEMM"),
-    "_FusedMatMul": (2, "GEMM and an epilogue kernel where cuBLASLt has no fused epilogue"),
-    "_FusedConv2D": (4, "NHWC transposes, convolution and a bias/activation kernel"),
 }
-_LAYOUT_OPS = ("Conv2D", "DepthwiseConv2dNative", "MaxPool", "AvgPool", "_FusedConv2D")
+# Library calls the CPU remapper fused with the ops after them (gpu_layout.fused_call_kernels).
+_FUSED_CALLS = frozenset(
+    {"_FusedConv2D", "_FusedDepthwiseConv2dNative", "_FusedMatMul", "_FusedBatchMatMulV2"}
+)
+LAYOUT_TRANSPOSE = "Transpose (layout optimizer)"
 _HOST_DTYPES = frozenset({"int32"})
 
 
@@ -58,10 +60,12 @@ class GpuLaunches:
 
 
 def gpu_op_type(op: str) -> str:
-    """The op a GPU runs in place of a CPU-only variant (`_MklNativeConv2D` -> `Conv2D`)."""
-    for prefix, replacement in (("_MklNative", ""), ("_MklFused", "_Fused"), ("_Mkl", "")):
+    """The op a GPU runs in place of a CPU-only variant (`_MklNativeConv2D` -> `Conv2D`,
+    `_MklNativeFusedConv2D` -> `_FusedConv2D`)."""
+    for prefix in ("_MklNative", "_Mkl"):
         if op.startswith(prefix):
-            return replacement + op[len(prefix) :]
+            rest = op[len(prefix) :]
+            return "_" + rest if rest.startswith(("Fused", "PadWith")) else rest
     return op
 
 
@@ -122,11 +126,6 @@ def runs_on_host(graph: Graph, node: Node) -> bool:
     return bool(ins) and set(ins) <= _HOST_DTYPES and set(outs) <= _HOST_DTYPES | {"bool"}
 
 
-def _data_format(node: Node | None) -> str:
-    fmt = node.attrs.get("data_format", b"NHWC") if node is not None else b"NHWC"
-    return fmt.decode() if isinstance(fmt, bytes) else str(fmt)
-
-
 def count_gpu_launches(ops: OpLaunches, graph: Graph, cuda_kernels: Collection[str]) -> GpuLaunches:
     """GPU kernels per step of the optimized `graph`, whose CPU run executed `ops`.
 
@@ -154,11 +153,18 @@ def count_gpu_launches(ops: OpLaunches, graph: Graph, cuda_kernels: Collection[s
         elif op == "Einsum" and node is not None:
             equation = node.attrs.get("equation", b"")
             kernels = einsum_kernels(equation.decode() if isinstance(equation, bytes) else "")
-        elif op in _LAYOUT_OPS and _data_format(node).startswith("NC"):
-            kernels = 1 + (1 if op.startswith("_Fused") else 0)
+        elif op in _FUSED_CALLS:
+            kernels = fused_call_kernels(graph, run.node.removeprefix(IMPORT_SCOPE + "/"))
+        elif op.startswith("_PadWith"):  # the Pad is a kernel of its own on a GPU
+            fused = op.startswith("_PadWithFused")
+            name = run.node.removeprefix(IMPORT_SCOPE + "/")
+            kernels = 1 + (fused_call_kernels(graph, name) if fused else 1)
         else:
             kernels = GPU_KERNELS.get(op, (1, ""))[0]
         by_type[op] += kernels * times
+    transposes = layout_transposes(graph)
+    if transposes:
+        by_type[LAYOUT_TRANSPOSE] += transposes
     if unknown:
         listed = ", ".join(f"{op} x{n}" for op, n in sorted(unknown.items()))
         notes.append(f"ops not in the optimized graph (Grappler made them), by type: {listed}")
