@@ -51,22 +51,41 @@ def zeroed(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, keep: tf.Tensor) -> tf.Tens
     return tf.matmul(tf.nn.softmax(scores) * tf.cast(keep, tf.float32), v)
 
 
+def dropout_path(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor) -> tf.Tensor:
+    """Keras' TensorFlow backend with dropout: K Q^T, transposed to put the keys last."""
+    scores = tf.transpose(tf.matmul(k, q, transpose_b=True), [0, 1, 3, 2])
+    return tf.matmul(tf.nn.softmax(scores * 0.25), v)
+
+
+def select_zeroed(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, keep: tf.Tensor) -> tf.Tensor:
+    """Keras 3's masked softmax: -1e9 where masked, then the masked probabilities set to 0
+    (a row with no key kept is zeros), the scores read twice on the way."""
+    s = tf.matmul(q, k, transpose_b=True) * 0.25
+    p = tf.nn.softmax(tf.where(keep, s, s - 1e9))
+    return tf.matmul(tf.where(keep, p, 0.0), v)
+
+
+def refined_bias(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, bias: tf.Tensor) -> tf.Tensor:
+    """Scores of unknown length plus a bias of known length (T5's position bias)."""
+    return tf.matmul(tf.nn.softmax(tf.matmul(q, k, transpose_b=True) + bias), v)
+
+
 def _qkv(batch: int, length: int, seed: int) -> list[tf.Tensor]:
     rng = np.random.default_rng(seed)
     shape = (batch, length, HEADS, DIM)
     return [tf.constant(rng.standard_normal(shape), tf.float32) for _ in "qkv"]
 
 
-def _keras_causal() -> Callable[..., Any]:
-    """Keras' MultiHeadAttention with a causal mask: its mask is built from the scores' shape
-    and a band, applied before the softmax and again after it (masked probabilities zeroed)."""
+def _keras(causal: bool = False, dropout: float = 0.0) -> Callable[..., Any]:
+    """Keras' MultiHeadAttention, at inference: with a causal mask (built from the scores'
+    shape and a band), or with dropout (then its TensorFlow backend transposes K Q^T)."""
     import keras
 
     keras.utils.set_random_seed(1)
-    layer = keras.layers.MultiHeadAttention(HEADS, DIM)
+    layer = keras.layers.MultiHeadAttention(HEADS, DIM, dropout=dropout)
     x = np.zeros((1, 70, 24), np.float32)
-    layer(x, x, use_causal_mask=True)
-    return lambda t: layer(t, t, use_causal_mask=True)
+    layer(x, x, use_causal_mask=causal)
+    return lambda t: layer(t, t, use_causal_mask=causal, training=False)
 
 
 def _case_inputs(name: str) -> tuple[Callable[..., Any], list[S], list[list[tf.Tensor]]]:
@@ -78,9 +97,26 @@ def _case_inputs(name: str) -> tuple[Callable[..., Any], list[S], list[list[tf.T
         keep[1] = False
         specs = [S([None, HEADS, None, DIM])] * 3 + [S([None, 1, 1, None], tf.bool)]
         return zeroed, specs, [[*qkv, tf.constant(keep)]]
+    heads = [S([None, HEADS, None, DIM])] * 3
+    if name == "dropout_path":
+        qkv = [tf.constant(rng.standard_normal((2, HEADS, 67, DIM)), tf.float32) for _ in "qkv"]
+        return dropout_path, heads, [qkv]
+    if name == "select_zeroed":
+        qkv = [tf.constant(rng.standard_normal((2, HEADS, 67, DIM)), tf.float32) for _ in "qkv"]
+        keep = np.ones((2, 1, 1, 67), bool)
+        keep[0, ..., :65] = False
+        keep[1] = False
+        return select_zeroed, [*heads, S([None, 1, 1, None], tf.bool)], [[*qkv, tf.constant(keep)]]
+    if name == "refined_bias":
+        qkv = [tf.constant(rng.standard_normal((2, HEADS, 16, DIM)), tf.float32) for _ in "qkv"]
+        bias = tf.constant(rng.standard_normal((1, HEADS, 16, 16)), tf.float32)
+        return refined_bias, [*heads, S([1, HEADS, 16, 16])], [[*qkv, bias]]
+    if name == "keras_dropout":
+        x = tf.constant(rng.standard_normal((2, 70, 24)), tf.float32)
+        return _keras(dropout=0.1), [S([None, 70, 24])], [[x]]
     if name == "keras_causal":
         x = tf.constant(rng.standard_normal((2, 70, 24)), tf.float32)
-        return _keras_causal(), [S([None, 70, 24])], [[x]]
+        return _keras(causal=True), [S([None, 70, 24])], [[x]]
     if name == "t5":
         specs = [S([None, None, HEADS, DIM])] * 3 + [S([1, HEADS, None, None])]
         runs = []
@@ -103,8 +139,12 @@ def _case_inputs(name: str) -> tuple[Callable[..., Any], list[S], list[list[tf.T
     return masked, specs, [[q, k, v, tf.constant(keep)]]
 
 
+CASES = ["t5", "biased", "masked", "zeroed", "keras_causal"]
+CASES += ["dropout_path", "select_zeroed", "refined_bias", "keras_dropout"]
+
+
 @pytest.mark.parametrize("kernels", KERNELS)
-@pytest.mark.parametrize("name", ["t5", "biased", "masked", "zeroed", "keras_causal"])
+@pytest.mark.parametrize("name", CASES)
 def test_attention_kernel_matches_tensorflow(
     name: str, kernels: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -114,7 +154,7 @@ def test_attention_kernel_matches_tensorflow(
     optimized = tf_stitch.optimize(original)
     attention = [k for k in optimized.kernels if k.schedule.startswith("attention")]
     assert len(attention) == 1, tf_stitch.explain(optimized)
-    if name != "keras_causal":  # (its projections stay library calls, with their kernels)
+    if not name.startswith("keras"):  # (its projections stay library calls, and kernels)
         left = {n.op for n in optimized.graph_def.node} - {"Placeholder", "Identity", "Const"}
         assert left <= {"StitchedKernel", "Reshape", "StridedSlice"}, left  # (mask views)
     for xs in runs:

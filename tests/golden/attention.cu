@@ -15,7 +15,7 @@ extern "C" __global__ void __launch_bounds__(256) stitched_0(
   constexpr int64_t ts_E = 16;
   constexpr int ts_EPT = (ts_E + 31) / 32;  // value columns per thread (>= 32 threads)
   __shared__ float ts_q[ts_D];
-  __shared__ float ts_p[256];
+  __shared__ float ts_pt[256];  // the tile's exponentials
   __shared__ float ts_scratch[32];
   for (int64_t r = ts_first + blockIdx.x; r < ts_units; r += gridDim.x) {
     const int64_t ts_bq = r / ts_Q;
@@ -44,8 +44,9 @@ extern "C" __global__ void __launch_bounds__(256) stitched_0(
       const float ts_mn = ts_max(ts_m, ts_block_reduce<2>(ts_x, -INFINITY, ts_scratch));
       const float ts_shift = ts_mn == -INFINITY ? 0.0f : ts_mn;
       const float ts_px = ts_j < ts_K ? ts_exp(ts_x - ts_shift) : 0.0f;
-      ts_p[threadIdx.x] = ts_px;
-      const float ts_tile = ts_block_reduce<0>(ts_px, 0.0f, ts_scratch);  // ts_p visible
+      const float ts_p = ts_px;
+      ts_pt[threadIdx.x] = ts_p;
+      const float ts_tile = ts_block_reduce<0>(ts_px, 0.0f, ts_scratch);  // ts_pt visible
       const float ts_scale = ts_exp(ts_m - ts_shift);
       ts_l = ts_l * ts_scale + ts_tile;
       const int64_t ts_n = ts_K - ts_j0 < blockDim.x ? ts_K - ts_j0 : blockDim.x;
@@ -55,12 +56,12 @@ extern "C" __global__ void __launch_bounds__(256) stitched_0(
         float ts_a = ts_acc[t] * ts_scale;
         for (int64_t ts_jj = 0; ts_jj < ts_n; ++ts_jj) {
           const int64_t ts_j = ts_j0 + ts_jj;
-          ts_a = fmaf(ts_p[ts_jj], in2[ts_c0 * (64*D3) + ts_c1 * (16) + ts_j * (64) + ts_e], ts_a);
+          ts_a = fmaf(ts_pt[ts_jj], in2[ts_c0 * (64*D3) + ts_c1 * (16) + ts_j * (64) + ts_e], ts_a);
         }
         ts_acc[t] = ts_a;
       }
       ts_m = ts_mn;
-      __syncthreads();  // the next tile rewrites ts_p
+      __syncthreads();  // the next tile rewrites ts_pt
     }
     for (int t = 0; t < ts_EPT; ++t) {
       const int64_t ts_e = threadIdx.x + (int64_t)t * blockDim.x;

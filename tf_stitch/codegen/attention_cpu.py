@@ -5,7 +5,7 @@ batch point is cut there). For each batch point the kernel computes K transposed
 (their expressions evaluated: a bias add or a scale costs nothing more), then for each block:
 its rows of Q, the scores as one matmul tile (`cpu_matmul.h`), the epilogue and the softmax
 along each row in place (max, exp of the difference, sum, divide: the ops decompose-softmax
-writes, in their order) and the probabilities' weights, and the context as a second tile,
+writes, in their order) and what the probabilities go through, and the context as a second tile,
 written through the output's strides (a transposed output costs nothing more).
 
 `AttentionRenderer` is shared with the CUDA emitter: the domain's coordinates and the scalar
@@ -159,10 +159,11 @@ def emit_attention_cpu(kernel: Kernel) -> str:
         *(
             [
                 "    for (int64_t ts_j = 0; ts_j < ts_K; ++ts_j) {",
-                f"      ts_row[ts_j] = ts_row[ts_j] * {r.expr(a.weight)};",
+                "      const float ts_p = ts_row[ts_j];",
+                f"      ts_row[ts_j] = {r.expr(a.post)};",
                 "    }",
             ]
-            if a.weight is not None
+            if a.post is not None
             else []
         ),
         "  }",

@@ -5,8 +5,8 @@ simplest form: the block's threads load the row of Q into shared memory, then wa
 tile of `blockDim.x` at a time: each thread computes one score (a dot product over the head
 dim) and its epilogue, the block reduces the tile's maximum, rescales its running sum and its
 accumulators by exp(old max - new max), and adds the tile's exponentials to the sum and their
-products with V (times the probabilities' weights, if any) to the accumulators (each thread
-accumulates some columns of the value dim). The context row is the
+products with V (after what the probabilities go through: a factor, a mask) to the
+accumulators (each thread accumulates some columns of the value dim). The context row is the
 accumulators over the sum, written through the output's strides. No score or probability
 reaches global memory, and the keys may be of any length.
 
@@ -32,7 +32,7 @@ def emit_attention_cuda(kernel: Kernel) -> str:
         *r.sizes(),
         "constexpr int ts_EPT = (ts_E + 31) / 32;  // value columns per thread (>= 32 threads)",
         "__shared__ float ts_q[ts_D];",
-        f"__shared__ float ts_p[{BLOCK_THREADS}];",
+        f"__shared__ float ts_pt[{BLOCK_THREADS}];  // the tile's exponentials",
         "__shared__ float ts_scratch[32];",
         "for (int64_t r = ts_first + blockIdx.x; r < ts_units; r += gridDim.x) {",
         "  const int64_t ts_bq = r / ts_Q;",
@@ -58,10 +58,10 @@ def emit_attention_cuda(kernel: Kernel) -> str:
         "    const float ts_mn = ts_max(ts_m, ts_block_reduce<2>(ts_x, -INFINITY, ts_scratch));",
         "    const float ts_shift = ts_mn == -INFINITY ? 0.0f : ts_mn;",
         "    const float ts_px = ts_j < ts_K ? ts_exp(ts_x - ts_shift) : 0.0f;",
-        "    ts_p[threadIdx.x] = ts_px;"
-        if a.weight is None
-        else f"    ts_p[threadIdx.x] = ts_j < ts_K ? ts_px * {r.expr(a.weight)} : 0.0f;",
-        "    const float ts_tile = ts_block_reduce<0>(ts_px, 0.0f, ts_scratch);  // ts_p visible",
+        "    const float ts_p = ts_px;",
+        "    ts_pt[threadIdx.x] = "
+        + ("ts_p;" if a.post is None else f"ts_j < ts_K ? {r.expr(a.post)} : 0.0f;"),
+        "    const float ts_tile = ts_block_reduce<0>(ts_px, 0.0f, ts_scratch);  // ts_pt visible",
         "    const float ts_scale = ts_exp(ts_m - ts_shift);",
         "    ts_l = ts_l * ts_scale + ts_tile;",
         "    const int64_t ts_n = ts_K - ts_j0 < blockDim.x ? ts_K - ts_j0 : blockDim.x;",
@@ -71,12 +71,12 @@ def emit_attention_cuda(kernel: Kernel) -> str:
         "      float ts_a = ts_acc[t] * ts_scale;",
         "      for (int64_t ts_jj = 0; ts_jj < ts_n; ++ts_jj) {",
         "        const int64_t ts_j = ts_j0 + ts_jj;",
-        f"        ts_a = fmaf(ts_p[ts_jj], {r.expr(a.v)}, ts_a);",
+        f"        ts_a = fmaf(ts_pt[ts_jj], {r.expr(a.v)}, ts_a);",
         "      }",
         "      ts_acc[t] = ts_a;",
         "    }",
         "    ts_m = ts_mn;",
-        "    __syncthreads();  // the next tile rewrites ts_p",
+        "    __syncthreads();  // the next tile rewrites ts_pt",
         "  }",
         "  for (int t = 0; t < ts_EPT; ++t) {",
         "    const int64_t ts_e = threadIdx.x + (int64_t)t * blockDim.x;",

@@ -169,8 +169,10 @@ class Attention:
     head dim, value dim) and a unit of work is one query row (a block of `block_rows` rows on
     the CPU). Q, K and V are scalar expressions of `Load`s (each param's `access.strides` give
     its offset at a point of the domain); `score` turns the raw score, `Var(SCORE)`, into the
-    softmax's input; the probabilities times `weight` (if any) weight the rows of V. The
-    context row is written to output `out`."""
+    softmax's input; `post` (if any) turns a probability, `Var(PROB)`, into what weights a row
+    of V: a product with factors or a selection of it or 0, so that it may be applied to the
+    softmax's exponentials before their sum divides them. The context row is written to
+    output `out`."""
 
     batch: int
     q: Expr
@@ -178,10 +180,11 @@ class Attention:
     v: Expr
     score: Expr
     out: str
-    weight: Expr | None = None
+    post: Expr | None = None
 
 
 SCORE = "ts_s"  # the raw score q . k in an attention's `score` expression
+PROB = "ts_p"  # a probability (or an exponential not yet divided) in its `post` expression
 
 
 @dataclass

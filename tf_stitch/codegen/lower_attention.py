@@ -7,7 +7,18 @@ scalar expressions of loads of them; one-element constants become literals.
 
 from __future__ import annotations
 
-from tf_stitch.codegen.kernel_ir import SCORE, Attention, Call, Expr, Kernel, Lit, Load, Param, Var
+from tf_stitch.codegen.kernel_ir import (
+    PROB,
+    SCORE,
+    Attention,
+    Call,
+    Expr,
+    Kernel,
+    Lit,
+    Load,
+    Param,
+    Var,
+)
 from tf_stitch.codegen.lower import LoweringError, access_of, call_attrs, domain_sizes
 from tf_stitch.fusion.attention import AttentionMatch, aligned_roles
 from tf_stitch.fusion.cost_model import ROW_GUESS, unit_cycles
@@ -45,14 +56,16 @@ class _AttentionLowerer:
         for axis, size in enumerate(self.domain):
             if isinstance(size, str):
                 k.symbols.append((size, *self._binder(axis)))
+        scores = self._score_roles()
+        post = self._expr(m.weighted, scores, {m.probs: Var(PROB)}) if m.weight_nodes else None
         k.attention = Attention(
             batch=len(m.batch),
-            q=self._expr(m.q.root, m.q.roles, SCORE),
-            k=self._expr(m.k.root, m.k.roles, SCORE),
-            v=self._expr(m.v.root, m.v.roles, SCORE),
-            score=self._expr(m.logits, self._score_roles(), SCORE),
+            q=self._expr(m.q.root, m.q.roles, {}),
+            k=self._expr(m.k.root, m.k.roles, {}),
+            v=self._expr(m.v.root, m.v.roles, {}),
+            score=self._expr(m.logits, scores, {m.raw: Var(SCORE)}),
             out=out.name,
-            weight=self._weight(),
+            post=post,
         )
         k.schedule = str(self.group.schedule)
         k.members = [f"{n.name} ({n.op})" for n in self.group.nodes]
@@ -61,13 +74,6 @@ class _AttentionLowerer:
         ops = sum(op_spec(self.graph.node(n).op).cost for n in m.score_nodes) + 20
         k.unit_cost = unit_cycles(keys, ops, keys * (head + value), k.block_rows)
         return k
-
-    def _weight(self) -> Expr | None:
-        weight: Expr | None = None
-        for factor in self.match.weights:
-            value = self._expr(factor, self._score_roles(), SCORE)
-            weight = value if weight is None else Call("Mul", (weight, value))
-        return weight
 
     def _score_roles(self) -> tuple[str, ...]:
         return (*self.match.batch, "i", "j")
@@ -105,11 +111,11 @@ class _AttentionLowerer:
         raise LoweringError(f"no input carries the size of dynamic axis {axis}")
 
     # -- expressions ----------------------------------------------------------------------------
-    def _expr(self, ref: TensorRef, roles: tuple[str, ...], score: str) -> Expr:
-        """`ref` computed by the group's elementwise ops from its leaves (the raw scores, where
-        the epilogue reads them, are the variable `score`)."""
-        if ref == TensorRef(self.match.scores, 0):
-            return Var(score)
+    def _expr(self, ref: TensorRef, roles: tuple[str, ...], subs: dict[TensorRef, Expr]) -> Expr:
+        """`ref` computed by the group's elementwise ops from its leaves, `subs` standing for
+        the values the kernel computes otherwise (the raw scores, the probabilities)."""
+        if ref in subs:
+            return subs[ref]
         if ref.node not in self.members:
             shape = self.graph.info(ref).shape or ()
             leaf = (ref, aligned_roles(shape, roles))
@@ -119,5 +125,5 @@ class _AttentionLowerer:
         node = self.graph.node(ref.node)
         if node.op in ("OnesLike", "ZerosLike"):  # the scores' shape, not their values
             return Lit(node.op == "OnesLike", node.outputs[0].dtype)
-        args = tuple(self._expr(r, roles, score) for r in node.inputs)
+        args = tuple(self._expr(r, roles, subs) for r in node.inputs)
         return Call(node.op, args, call_attrs(node))

@@ -1,14 +1,16 @@
 """Attention as one kernel: scores = Q K^T, an elementwise epilogue, softmax, context = P V.
 
 The pattern, after decompose-softmax: a batched matmul (or a two-operand Einsum) of Q and K
-whose result's last axis runs over the keys; elementwise ops from it to the softmax's input
-(a scale, a position bias, a mask: every other operand a tensor the kernel reads); the softmax
-(max, subtract, exp, sum, divide along the keys, or a Softmax op); a batched matmul (or
-Einsum) of the probabilities with V. Q, K and V may each be computed by elementwise ops (a
-bias add, a scale) and transposed on the way (the head split of Keras and T5); the context may
-be transposed once more (the head merge). The kernel reads and writes through those
-permutations, so the transposes, the scores and the probabilities never reach memory: XLA:GPU
-and cuDNN's fused attention do the same.
+whose result (perhaps transposed once: Keras computes K Q^T on its dropout path) runs over the
+keys last (`attention_products.py`); elementwise ops from it to the softmax's input (a scale,
+a position bias, a mask, as a graph of ops: every other operand a tensor the kernel reads, or
+computed by ops nothing else reads, which then join it); the softmax (max, subtract, exp, sum,
+divide along the keys, or a Softmax op); the probabilities multiplied by factors or zeroed by
+a mask (Keras' masked softmax); a batched matmul (or Einsum) of them with V. Q, K and V may
+each be computed by elementwise ops (a bias add, a scale) and transposed on the way (the head
+split of Keras and T5); the context may be transposed once more (the head merge). The kernel
+reads and writes through those permutations, so the transposes, the scores and the
+probabilities never reach memory: XLA:GPU and cuDNN's fused attention do the same.
 
 Every tensor the kernel touches is placed on one domain, (batch axes..., queries, keys, head
 dim, value dim): each of its dims is on one axis, or broadcasts (a size-1 dim). The batch axes
@@ -20,13 +22,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from tf_stitch.fusion.attention_products import (
+    context_roles,
+    is_product,
+    product_labels,
+    scores_roles,
+)
 from tf_stitch.fusion.decision import Decision, allow, forbid
 from tf_stitch.fusion.legality import Context, node_legality
 from tf_stitch.fusion.op_kinds import OpKind, op_spec
 from tf_stitch.fusion.static_args import reduction_axes, transpose_perm
 from tf_stitch.graph.ir import Graph, Node, TensorRef
+from tf_stitch.graph.values import scalar_constant
 
-MATMULS = frozenset({"BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"})
 # Elementwise ops computing one operand (a bias add and a scale are two).
 MAX_OPERAND_OPS = 8
 BROADCAST = ""  # the role of a size-1 dim that broadcasts
@@ -49,6 +57,7 @@ class AttentionMatch:
     """One attention: what the kernel computes and reads, and the ops it replaces."""
 
     scores: str  # the matmul of Q and K
+    raw: TensorRef  # the scores as the epilogue reads them (the product, or its transpose)
     context: str  # the matmul of the probabilities and V
     output: TensorRef  # what the kernel writes: the context, or its transpose
     out_roles: tuple[str, ...]
@@ -59,9 +68,9 @@ class AttentionMatch:
     logits: TensorRef  # the softmax's input (the scores after the epilogue)
     score_nodes: tuple[str, ...]  # the epilogue's ops, and those computing its masks
     softmax_nodes: tuple[str, ...]
-    # the probabilities times `weights` (Keras zeroes masked ones) are what V is weighted by
+    probs: TensorRef  # the softmax's result
+    # what V is weighted by: the probabilities multiplied by factors or zeroed by a mask
     weighted: TensorRef
-    weights: tuple[TensorRef, ...]
     weight_nodes: tuple[str, ...]
     # every tensor the kernel reads -> the role of each of its dims
     leaves: dict[tuple[TensorRef, tuple[str, ...]], None] = field(default_factory=dict)
@@ -74,6 +83,7 @@ class AttentionMatch:
             *self.k.nodes,
             *self.v.nodes,
             self.scores,
+            *([self.raw.node] if self.raw.node != self.scores else []),
             *self.score_nodes,
             *self.softmax_nodes,
             *self.weight_nodes,
@@ -104,12 +114,12 @@ def find_attention(ctx: Context, log: Log) -> list[AttentionMatch]:
     matches: list[AttentionMatch] = []
     claimed: set[str] = set()
     for node in ctx.graph.topological_order():
-        if not _is_product(node) or node.name in claimed:
+        if not is_product(node) or node.name in claimed:
             continue
         try:
             match = _match(ctx, node)
         except _Refused as e:
-            if e.reason:
+            if e.reason and _reaches_softmax(ctx, node.output(0)):
                 log(f"attention at {node.name}", forbid(e.reason))
             continue
         if claimed & set(match.members):
@@ -128,54 +138,63 @@ def find_attention(ctx: Context, log: Log) -> list[AttentionMatch]:
     return matches
 
 
-def _is_product(node: Node) -> bool:
-    return node.op in MATMULS or (node.op == "Einsum" and len(node.inputs) == 2)
+def _reaches_softmax(ctx: Context, ref: TensorRef, hops: int = 4) -> bool:
+    """Whether a softmax reads `ref` within a few ops (else a refusal is not worth a line:
+    the product is no attention's scores)."""
+    frontier = [ref]
+    for _ in range(hops):
+        nodes = [u for r in frontier for u in _users(ctx, r)]
+        if any(n.op in ("Softmax", "Max", "Exp") for n in nodes):
+            return True
+        frontier = [n.output(0) for n in nodes if n.outputs]
+    return False
 
 
 def _match(ctx: Context, scores: Node) -> AttentionMatch:
     graph = ctx.graph
-    roles = _product_roles(scores, graph, None)
-    if roles is None:
+    labels = product_labels(scores, graph)
+    if labels is None:
         raise _Refused("")  # not a product of two matrices with one contracted axis
-    a_roles, b_roles, s_roles = roles
-    if s_roles[-1] != "j":
-        raise _Refused("the scores' last axis is not the keys")
     _check_node(ctx, scores)
+    raw, labels = _scores_view(ctx, scores, labels)
+    roles = scores_roles(labels)
+    if roles is None:
+        raise _Refused("the scores' last axis is not the keys of one operand")
+    a_roles, b_roles, s_roles = roles
     batch = tuple(r for r in s_roles if r not in "ij")
     leaves: dict[tuple[TensorRef, tuple[str, ...]], None] = {}
-    s = scores.output(0)
-    chain, logits = _score_chain(ctx, s)
+    chain, logits = _score_chain(ctx, raw)
     softmax, probs = _softmax(ctx, logits)
-    weight_nodes, weights, weighted = _weights(ctx, probs)
+    weight_nodes, weighted = _weights(ctx, probs)
     context = _only_user(ctx, weighted)
-    if context is None or not _is_product(context):
+    if context is None or not is_product(context):
         raise _Refused("the probabilities are not read by one matmul alone")
     _check_node(ctx, context)
-    c_roles = _product_roles(context, graph, (weighted, s_roles))
+    c_labels = product_labels(context, graph)
+    probs_first = context.inputs[0] == weighted
+    c_roles = context_roles(c_labels, probs_first, s_roles) if c_labels else None
     if c_roles is None:
         raise _Refused(f"{context.op} {context.name} is not probabilities @ values")
-    p_first = context.inputs[0] == weighted
-    v_ref = context.inputs[1] if p_first else context.inputs[0]
-    v_roles = c_roles[1] if p_first else c_roles[0]
-    if "j" in a_roles:  # an Einsum of the keys and the queries, in that order
-        a_roles, b_roles = b_roles, a_roles
-        q_ref, k_ref = scores.inputs[1], scores.inputs[0]
-    else:
-        q_ref, k_ref = scores.inputs[0], scores.inputs[1]
-    q = _operand(ctx, q_ref, a_roles, scores.name, leaves)
-    k = _operand(ctx, k_ref, b_roles, scores.name, leaves)
+    v_ref = context.inputs[1] if probs_first else context.inputs[0]
+    v_roles = c_roles[1] if probs_first else c_roles[0]
+    q_first = "i" in a_roles
+    q_ref, k_ref = scores.inputs[:2] if q_first else scores.inputs[1::-1]
+    q_roles, k_roles = (a_roles, b_roles) if q_first else (b_roles, a_roles)
+    q = _operand(ctx, q_ref, q_roles, scores.name, leaves)
+    k = _operand(ctx, k_ref, k_roles, scores.name, leaves)
     v = _operand(ctx, v_ref, v_roles, context.name, leaves)
     output, out_roles = _output(ctx, context.output(0), c_roles[2])
     core = {*chain, *weight_nodes}
     side = [r for n in sorted(core) for r in graph.node(n).inputs if r.node not in core]
-    side = [r for r in side if r not in (s, probs)]
-    masks = _masks(ctx, side, core | {scores.name, *softmax})
+    side = [r for r in side if r not in (raw, probs)]
+    masks = _masks(ctx, side, core | {scores.name, raw.node, *softmax})
     for ref in side + [r for n in masks for r in graph.node(n).inputs]:
-        if ref.node not in core | masks | {scores.name}:
+        if ref.node not in core | masks | {scores.name, raw.node}:
             _add_leaf(ctx, ref, s_roles, leaves)
     order = ctx.order.__getitem__
     match = AttentionMatch(
         scores.name,
+        raw,
         context.name,
         output,
         out_roles,
@@ -186,8 +205,8 @@ def _match(ctx: Context, scores: Node) -> AttentionMatch:
         logits,
         tuple(sorted({*chain, *masks}, key=order)),
         tuple(softmax),
+        probs,
         weighted,
-        weights,
         tuple(weight_nodes),
         leaves,
     )
@@ -201,125 +220,80 @@ def _match(ctx: Context, scores: Node) -> AttentionMatch:
     return match
 
 
-# -- the two products --------------------------------------------------------------------------
-def _product_roles(
-    node: Node, graph: Graph, probs: tuple[TensorRef, tuple[str, ...]] | None
-) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]] | None:
-    """Roles of the dims of both operands and the result. Scores (`probs` None): Q has the
-    batch roles, i and d; K the batch roles, j and d; the result the batch roles, i and j. A
-    context reads the probabilities (with the scores' roles) and V (batch, j, e)."""
-    if len(node.inputs) < 2:
-        return None
-    if node.op == "Einsum":
-        return _einsum_roles(node, probs)
-    ranks = [graph.info(r).rank for r in node.inputs[:2]]
-    if ranks[0] is None or ranks[0] != ranks[1] or ranks[0] < 3:
-        return None
-    if node.op == "BatchMatMulV3" and any(
-        getattr(node.attrs.get(t), "name", "float32") != "float32" for t in ("Ta", "Tb", "Tout")
-    ):
-        return None
-    batch = tuple(f"b{i}" for i in range(ranks[0] - 2))
-    adj_x, adj_y = bool(node.attrs.get("adj_x", False)), bool(node.attrs.get("adj_y", False))
-    if probs is None:
-        a = (*batch, *(("d", "i") if adj_x else ("i", "d")))
-        b = (*batch, *(("j", "d") if adj_y else ("d", "j")))
-        return a, b, (*batch, "i", "j")
-    ref, p_roles = probs
-    if node.inputs[0] != ref or adj_x or p_roles[-2:] != ("i", "j"):
-        return None
-    batch = p_roles[:-2]
-    return p_roles, (*batch, *(("e", "j") if adj_y else ("j", "e"))), (*batch, "i", "e")
-
-
-def _einsum_roles(
-    node: Node, probs: tuple[TensorRef, tuple[str, ...]] | None
-) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]] | None:
-    equation = node.attrs.get("equation", b"")
-    text = equation.decode() if isinstance(equation, bytes) else str(equation)
-    lhs, arrow, out = text.replace(" ", "").partition("->")
-    operands = lhs.split(",")
-    if not arrow or len(operands) != 2 or "." in text:
-        return None
-    a, b = operands
-    if any(len(set(x)) != len(x) for x in (a, b, out)) or not set(out) <= set(a) | set(b):
-        return None
-    if (set(a) ^ set(b)) - set(out):
-        return None  # a label summed out of one operand only
-    contracted = (set(a) & set(b)) - set(out)
-    if len(contracted) != 1:
-        return None
-    if probs is None:
-        # keys: the result's last label, of K only; queries: the one before, of Q only; every
-        # other label of the result is a batch axis of Q (K may broadcast along it)
-        if len(out) < 2:
-            return None
-        q, k = (a, b) if out[-1] in b else (b, a)  # Keras passes the keys first
-        if out[-1] in q or out[-2] in k or not set(k) - {out[-1]} <= set(q):
-            return None
-        role = {x: f"b{i}" for i, x in enumerate(out[:-2])}
-        role |= {out[-2]: "i", out[-1]: "j", contracted.pop(): "d"}
-        if not set(out[:-2]) <= set(q):
-            return None
-        return tuple(role[x] for x in a), tuple(role[x] for x in b), tuple(role[x] for x in out)
-    ref, p_roles = probs
-    p_labels = a if node.inputs[0] == ref else b
-    v_labels = b if node.inputs[0] == ref else a
-    if len(p_labels) != len(p_roles):
-        return None
-    role = dict(zip(p_labels, p_roles, strict=True))
-    if role.get(contracted.pop()) != "j":
-        return None
-    free_v = set(v_labels) - set(p_labels)
-    if len(free_v) != 1 or any(role[x] == "i" for x in v_labels if x in role):
-        return None
-    role[free_v.pop()] = "e"
-    if any(not role[x].startswith("b") for x in v_labels if x in p_labels and role[x] != "j"):
-        return None
-    if any(role[x].startswith("b") and x not in out for x in p_labels):
-        return None
-    v_roles = tuple(role[x] for x in v_labels)
-    out_roles = tuple(role[x] for x in out)
-    if sorted(r for r in out_roles if not r.startswith("b")) != ["e", "i"]:
-        return None
-    return ((p_roles, v_roles) if node.inputs[0] == ref else (v_roles, p_roles)) + (out_roles,)
+def _scores_view(
+    ctx: Context, scores: Node, labels: tuple[str, str, str]
+) -> tuple[TensorRef, tuple[str, str, str]]:
+    """The scores as the epilogue reads them: the product, or the transpose that is its only
+    reader (with the result's letters permuted)."""
+    raw = scores.output(0)
+    user = _only_user(ctx, raw)
+    perm = transpose_perm(ctx.graph, user) if user is not None and user.op == "Transpose" else None
+    if user is None or perm is None or not _legal(ctx, user):
+        return raw, labels
+    a, b, out = labels
+    return user.output(0), (a, b, "".join(out[p] for p in perm))
 
 
 # -- from the scores to the probabilities ------------------------------------------------------
 def _score_chain(ctx: Context, scores: TensorRef) -> tuple[list[str], TensorRef]:
-    """The elementwise ops from the scores to the softmax's input, in order. A value on the way
-    may also be read by OnesLike/ZerosLike (Keras builds its masks' shape from the scores):
-    they read no value, and join the kernel with the mask (`_masks`)."""
-    chain: list[str] = []
-    value = scores
+    """The elementwise ops from the scores to the softmax's input (a graph of them: Keras'
+    `where(mask, s - 1e9, s)` reads the scores twice), in topological order. The scores may
+    also be read by OnesLike/ZerosLike (Keras builds its masks' shape from them): they read no
+    value, and join the kernel with the mask (`_masks`)."""
     shape = ctx.graph.info(scores).shape
-    while not _softmax_starts(ctx, value):
-        users = [u for u in _users(ctx, value) if u.op not in _SHAPE_ONLY]
-        user = users[0] if len(users) == 1 else None
-        if user is None or not _elementwise(ctx, user) or user.outputs[0].shape != shape:
-            raise _Refused("the scores reach the softmax through ops other than elementwise ones")
-        chain.append(user.name)
-        value = user.output(0)
-    return chain, value
+    reached: set[str] = set()
+    logits: set[TensorRef] = set()
+    stack = [scores]
+    while stack:
+        value = stack.pop()
+        if _softmax_starts(ctx, value):
+            logits.add(value)
+            continue
+        for user in _users(ctx, value):
+            if user.op in _SHAPE_ONLY or user.name in reached:
+                continue
+            if not _elementwise(ctx, user) or not _compatible(user.outputs[0].shape, shape):
+                raise _Refused(
+                    f"the scores reach the softmax through {user.name} ({user.op}), not only "
+                    "through elementwise ops"
+                )
+            reached.add(user.name)
+            stack.append(user.output(0))
+    if len(logits) != 1:
+        raise _Refused("the scores reach no softmax along the keys, or several")
+    return sorted(reached, key=ctx.order.__getitem__), logits.pop()
 
 
-def _weights(ctx: Context, probs: TensorRef) -> tuple[list[str], tuple[TensorRef, ...], TensorRef]:
-    """Multiplications of the probabilities by factors that do not depend on them (Keras'
-    masked softmax zeroes the masked ones): their ops, the factors and the product."""
+def _compatible(a: tuple[int | None, ...] | None, b: tuple[int | None, ...] | None) -> bool:
+    """Shapes of one rank whose sizes agree where both are known (a position bias may make a
+    size known that was not)."""
+    if a is None or b is None or len(a) != len(b):
+        return False
+    return all(x is None or y is None or x == y for x, y in zip(a, b, strict=True))
+
+
+def _weights(ctx: Context, probs: TensorRef) -> tuple[list[str], TensorRef]:
+    """What the probabilities go through before V: multiplications by factors that do not
+    depend on them, and selections of them or 0 (Keras' masked softmax zeroes the masked
+    ones), each of which a kernel may apply to the softmax's exponentials before dividing by
+    their sum. Their ops, and the result."""
     nodes: list[str] = []
-    factors: list[TensorRef] = []
     value = probs
     shape = ctx.graph.info(probs).shape
-    while (user := _only_user(ctx, value)) is not None and user.op == "Mul":
-        if not _elementwise(ctx, user) or user.outputs[0].shape != shape:
+    while (user := _only_user(ctx, value)) is not None and _elementwise(ctx, user):
+        if user.outputs[0].shape != shape or user.inputs.count(value) != 1:
             break
-        others = [r for r in user.inputs if r != value]
-        if len(others) != 1:
+        if user.op == "Mul":
+            pass
+        elif user.op in ("Select", "SelectV2") and value != user.inputs[0]:
+            other = user.inputs[2] if user.inputs[1] == value else user.inputs[1]
+            if scalar_constant(ctx.graph, other) != 0:
+                break
+        else:
             break
         nodes.append(user.name)
-        factors.append(others[0])
         value = user.output(0)
-    return nodes, tuple(factors), value
+    return nodes, value
 
 
 def _masks(ctx: Context, side: list[TensorRef], members: set[str]) -> set[str]:
