@@ -17,8 +17,7 @@ all -inf tile is taken as 0 so that a later finite tile is not poisoned by -inf 
 from __future__ import annotations
 
 from tf_stitch.codegen.attention_cpu import AttentionRenderer
-from tf_stitch.codegen.cpu import OPS_PRELUDE, header
-from tf_stitch.codegen.cuda import _CUDA_PRELUDE, BLOCK_THREADS, CudaUnsupported, kernel_arguments
+from tf_stitch.codegen.cuda import BLOCK_THREADS, CudaUnsupported, kernel_head
 from tf_stitch.codegen.kernel_ir import Kernel
 
 
@@ -27,7 +26,6 @@ def emit_attention_cuda(kernel: Kernel) -> str:
     a = r.a
     if not isinstance(r.head, int) or not isinstance(r.value, int):
         raise CudaUnsupported(f"{kernel.name}: head dims of unknown size")
-    args = kernel_arguments(kernel)
     body = [
         *r.sizes(),
         "constexpr int ts_EPT = (ts_E + 31) / 32;  // value columns per thread (>= 32 threads)",
@@ -88,17 +86,7 @@ def emit_attention_cuda(kernel: Kernel) -> str:
     ]
     lines = [
         *r.members("attention, CUDA"),
-        "#include <cmath>",
-        "#include <cstdint>",
-        "#include <cstring>",
-        "",
-        "#define TS_MATH_INLINE static __device__ __forceinline__",
-        header("cpu_math.h"),
-        OPS_PRELUDE.replace("static inline", "static __device__ __forceinline__"),
-        _CUDA_PRELUDE,
-        f'extern "C" __global__ void __launch_bounds__({BLOCK_THREADS}) {kernel.name}(',
-        *(f"    {x}," for x in args[:-1]),
-        f"    {args[-1]}) {{",
+        *kernel_head(kernel),
         *(f"  {line}" for line in body),
         "}",
     ]

@@ -104,6 +104,26 @@ def kernel_arguments(kernel: Kernel) -> list[str]:
     return [*args, "const int64_t ts_first", "const int64_t ts_units"]
 
 
+def kernel_head(kernel: Kernel) -> list[str]:
+    """Headers, the math and reduction preludes, and the `__global__` function's signature up to
+    its opening brace."""
+    args = kernel_arguments(kernel)
+    return [
+        "#include <cmath>",
+        "#include <cstdint>",
+        "#include <cstring>",
+        "",
+        "#define TS_MATH_INLINE static __device__ __forceinline__",
+        header("cpu_math.h"),
+        OPS_PRELUDE.replace("static inline", "static __device__ __forceinline__"),
+        _CUDA_PRELUDE,
+        *([_GATHER_PRELUDE] if gathers(kernel) else []),
+        f'extern "C" __global__ void __launch_bounds__({BLOCK_THREADS}) {kernel.name}(',
+        *(f"    {a}," for a in args[:-1]),
+        f"    {args[-1]}) {{",
+    ]
+
+
 def row_buffer(kernel: Kernel, buffer: Buffer) -> int:
     """Elements of a row buffer for one block: one row (the CPU's column kernels hold a row per
     lane; a CUDA block runs one unit)."""
@@ -131,20 +151,7 @@ class CudaEmitter(Emitter):
         k = self.k
         self.lines = [f"// tf_stitch kernel {k.name} (CUDA): {k.schedule}"]
         self.lines += [f"//   {m}" for m in k.members]
-        self.lines += [
-            "#include <cmath>",
-            "#include <cstdint>",
-            "#include <cstring>",
-            "",
-            "#define TS_MATH_INLINE static __device__ __forceinline__",
-            header("cpu_math.h"),
-            OPS_PRELUDE.replace("static inline", "static __device__ __forceinline__"),
-            _CUDA_PRELUDE,
-            *([_GATHER_PRELUDE] if gathers(k) else []),
-            f'extern "C" __global__ void __launch_bounds__({BLOCK_THREADS}) {k.name}(',
-        ]
-        args = kernel_arguments(k)
-        self.lines += [f"    {a}," for a in args[:-1]] + [f"    {args[-1]}) {{"]
+        self.lines += kernel_head(k)
         self._emit(f"const int64_t ts_C = {product(k.inner)};", 1)
         if flat_elements(k):
             self._flat()

@@ -85,6 +85,15 @@ def add(a: Size, b: Size) -> Size:
     return f"{a}+{b}"
 
 
+def symbol_binder(kernel: Kernel, axis: int) -> tuple[int, int]:
+    """(input, dim) of the first kernel input whose unknown size is that of domain `axis`."""
+    for param in kernel.inputs:
+        for i, (dim, a) in enumerate(zip(param.dims, param.axes, strict=True)):
+            if a == axis and dim is None:
+                return param.index, i
+    raise LoweringError(f"no input carries the size of dynamic axis {axis}")
+
+
 def domain_sizes(group: Group) -> tuple[Size, ...]:
     return tuple(d if d is not None else f"D{a}" for a, d in enumerate(group.layout.domain))
 
@@ -242,7 +251,7 @@ class _Lowerer:
             self._slice_param(out, source)
         for axis, size in enumerate(self.domain):
             if isinstance(size, str):
-                self.kernel.symbols.append((size, *self._bind_symbol(axis)))
+                self.kernel.symbols.append((size, *symbol_binder(self.kernel, axis)))
 
     def _bind_gather(self, ref: TensorRef, gather: GatherSource) -> None:
         """The table as an input whose row offset is its index times the row length."""
@@ -326,13 +335,6 @@ class _Lowerer:
             if begin:
                 offset = add(offset, multiply(begin, stride))
         self.slice_loads[out] = (param, offset)
-
-    def _bind_symbol(self, axis: int) -> tuple[int, int]:
-        for param in self.kernel.inputs:
-            for i, (dim, a) in enumerate(zip(param.dims, param.axes, strict=True)):
-                if a == axis and dim is None:
-                    return param.index, i
-        raise LoweringError(f"no input carries the size of dynamic axis {axis}")
 
     def _bind_outputs(self) -> None:
         for i, ref in enumerate(self.group.outputs):

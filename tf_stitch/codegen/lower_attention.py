@@ -19,7 +19,13 @@ from tf_stitch.codegen.kernel_ir import (
     Param,
     Var,
 )
-from tf_stitch.codegen.lower import LoweringError, access_of, call_attrs, domain_sizes
+from tf_stitch.codegen.lower import (
+    LoweringError,
+    access_of,
+    call_attrs,
+    domain_sizes,
+    symbol_binder,
+)
 from tf_stitch.fusion.attention import AttentionMatch, aligned_roles
 from tf_stitch.fusion.cost_model import ROW_GUESS, unit_cycles
 from tf_stitch.fusion.layout import FULL, Placement
@@ -55,7 +61,7 @@ class _AttentionLowerer:
         k.outputs.append(out)
         for axis, size in enumerate(self.domain):
             if isinstance(size, str):
-                k.symbols.append((size, *self._binder(axis)))
+                k.symbols.append((size, *symbol_binder(k, axis)))
         scores = self._score_roles()
         post = self._expr(m.weighted, scores, {m.probs: Var(PROB)}) if m.weight_nodes else None
         k.attention = Attention(
@@ -102,13 +108,6 @@ class _AttentionLowerer:
         )
         access = access_of(Placement(FULL, dims, axes), self.domain, self.kernel.split)
         return Param(index, name, str(ref), info.dtype, dims, axes, access, False)
-
-    def _binder(self, axis: int) -> tuple[int, int]:
-        for param in self.kernel.inputs:
-            for i, (dim, a) in enumerate(zip(param.dims, param.axes, strict=True)):
-                if a == axis and dim is None:
-                    return param.index, i
-        raise LoweringError(f"no input carries the size of dynamic axis {axis}")
 
     # -- expressions ----------------------------------------------------------------------------
     def _expr(self, ref: TensorRef, roles: tuple[str, ...], subs: dict[TensorRef, Expr]) -> Expr:

@@ -269,7 +269,7 @@ def outputs_legality(layout: Layout, outputs: list[TensorRef]) -> Decision:
 
 
 # Library calls whose bias add TensorFlow's remapper/oneDNN fuse into the call itself.
-_LIBRARY_OPS = frozenset(
+LIBRARY_CALLS = frozenset(
     {
         "MatMul",
         "BatchMatMul",
@@ -306,7 +306,7 @@ def library_of_epilogue(graph: Graph, node: Node) -> Node | None:
         return None
     other = next(p for p in producers if p is not None and p.op != "Const")
     for _ in range(3):
-        if other.op in _LIBRARY_OPS:
+        if other.op in LIBRARY_CALLS:
             return other
         if other.op not in _VIEW_OPS or not other.inputs:
             return None

@@ -13,25 +13,11 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from tf_stitch.fusion.decision import Decision, Record, allow, forbid
-from tf_stitch.fusion.legality import Context, library_of_epilogue
+from tf_stitch.fusion.legality import LIBRARY_CALLS, Context, library_of_epilogue
 from tf_stitch.graph.ir import Node
 
-LIBRARY_OPS = frozenset(
-    {
-        "MatMul",
-        "BatchMatMul",
-        "BatchMatMulV2",
-        "BatchMatMulV3",
-        "Einsum",
-        "Conv2D",
-        "Conv3D",
-        "DepthwiseConv2dNative",
-        "MaxPool",
-        "AvgPool",
-        "MaxPool3D",
-        "AvgPool3D",
-    }
-)
+# The calls whose bias add TensorFlow fuses into them, and poolings.
+LIBRARY_OPS = LIBRARY_CALLS | {"MaxPool", "AvgPool", "MaxPool3D", "AvgPool3D"}
 _VIEWS = frozenset({"Reshape", "Identity", "ExpandDims", "Squeeze"})
 _MAX_NAMED = 3  # neighbours named per record
 
