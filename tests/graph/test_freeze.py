@@ -66,8 +66,8 @@ def test_optimized_loops_are_lowered_when_run() -> None:
     x = tf.constant(np.random.default_rng(0).standard_normal([3, 8]), tf.float32)
     assert_close(optimized(x), cf(x))
     runs = count_tf_launches(optimized, [x]).runs
-    names = {r.node for r in runs if "MatMul" in r.op}
-    assert names and all("/body/" in name for name in names)
+    names = {r.node for r in runs if "MatMul" in r.op or r.op == "StitchedKernel"}
+    assert names and all("/body/" in name for name in names)  # (its matmul is in a kernel)
 
 
 def test_marks_follow_the_original_by_name() -> None:

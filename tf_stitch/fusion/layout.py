@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from tf_stitch.fusion.cost_model import choose_loop_split
+from tf_stitch.fusion.cost_model import TILE_OPERANDS_BYTES, choose_loop_split
 from tf_stitch.fusion.decision import Decision, forbid
 from tf_stitch.fusion.op_kinds import OpKind, op_spec
 from tf_stitch.fusion.operand_segments import NotInPlace, OperandReader, Segment, static_product
@@ -473,6 +473,13 @@ class _Analysis:
             raise LayoutError(f"{node.name}: its left operand's columns are not read in place")
         tile = MatMulTile(node.name, a, b, k, n, segments, len(shape) - 1)
         self.tiles[node.output(0)] = tile
+        right = {t.b: t.k * t.n * 4 for t in self.tiles.values()}
+        if sum(right.values()) > TILE_OPERANDS_BYTES:
+            raise LayoutError(
+                f"{node.name}: the kernel's matmul tiles would read {sum(right.values())} B of "
+                f"right operands for every block of rows, more than {TILE_OPERANDS_BYTES} B "
+                "(half a core's L2): a library call does it faster"
+            )
 
     def _place_operand(self, ref: TensorRef, frame: str, user: Node) -> None:
         if self._computed(ref):

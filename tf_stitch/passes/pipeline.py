@@ -28,6 +28,7 @@ from tf_stitch.passes.fill_likes import fill_likes
 from tf_stitch.passes.fold_channel_scales import fold_channel_scales
 from tf_stitch.passes.fold_constants import fold_constants
 from tf_stitch.passes.identities import forward_identities
+from tf_stitch.passes.loop_bodies import optimize_loop_bodies
 from tf_stitch.passes.outline import outline
 from tf_stitch.passes.pack_views import pack_views
 from tf_stitch.passes.pointwise_matmuls import pointwise_matmuls
@@ -92,6 +93,8 @@ def run_pipeline(graph: Graph, options: Options | None = None) -> tuple[Graph, P
             _print(_graph_text(graph))
         if dumper:
             dumper.graph(i, p.name, graph)
+    # the bodies of loops: the same pipeline on each, as a graph of its own
+    graph = optimize_loop_bodies(graph, ctx, run_pipeline)
     if level >= 2:
         for record in ctx.records:
             _print(f"[tf_stitch]   {record}")

@@ -1,0 +1,55 @@
+"""loop-bodies: the bodies of While loops are optimized like the main graph.
+
+A Keras RNN layer runs its time step as a While loop's body function: the input and recurrent
+matmuls, the gates and the state update, op by op, every step. Each body of a (Stateless)While
+of the graph is turned into a graph (its arguments Placeholders with the loop variables'
+shapes), run through the same pipeline (so a loop inside it gets the same in turn), and turned
+back into a function under a new name, which the loop then calls. A body another node also
+calls, or in which nothing was stitched, is left as it is; one that cannot be converted stays,
+with a warning saying why.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+
+import tensorflow as tf
+
+from tf_stitch.graph.functions import function_graph, function_uses, with_function
+from tf_stitch.graph.ir import FuncRef, Graph
+from tf_stitch.passes.base import Options, PassContext
+
+WHILE_OPS = ("While", "StatelessWhile")
+
+Run = Callable[[Graph, Options], tuple[Graph, PassContext]]
+
+
+def optimize_loop_bodies(graph: Graph, ctx: PassContext, run: Run) -> Graph:
+    """`graph` with the bodies of its loops optimized by `run` (the pipeline)."""
+    loops = [n for n in graph if n.op in WHILE_OPS and isinstance(n.attrs.get("body"), FuncRef)]
+    if not loops:
+        return graph
+    uses = function_uses(graph)
+    out = graph.copy()
+    for loop in loops:
+        body = loop.attrs["body"].name
+        if uses[body] != 1:
+            continue
+        shapes = [o.shape for o in loop.outputs]
+        try:
+            body_graph = function_graph(out.library, body, shapes)
+            optimized, body_ctx = run(body_graph, ctx.options)
+            if not body_ctx.kernels:
+                continue
+            out.library, name = with_function(out.library, optimized, body, replaces=body)
+        except (ValueError, TypeError, KeyError, tf.errors.OpError) as e:
+            message = f"tf_stitch: the body of loop {loop.name} stays as it is: {e}"
+            ctx.warnings.append(message)
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
+            continue
+        out.node(loop.name).attrs["body"] = FuncRef(name, {})
+        ctx.kernels.extend(body_ctx.kernels)
+        ctx.records.extend(body_ctx.records)
+        ctx.warnings.extend(body_ctx.warnings)
+    return out
