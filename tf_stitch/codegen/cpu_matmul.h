@@ -73,40 +73,8 @@ static inline void ts_matmul_rows(const float* __restrict A, int64_t lda,
   }
 }
 
-// One or two rows times a B too large for L1 (a step of an RNN at batch 1): B is streamed row
-// by row, in memory order, which the hardware prefetcher follows, and the rows of C stay in L1.
-// Each element of C gets the same multiply-adds in the same order as in ts_matmul_rows.
-template <int R>
-static inline void ts_matmul_stream(const float* __restrict A, int64_t lda,
-                                    const float* __restrict B, int64_t ldb, float* __restrict C,
-                                    int64_t ldc, int64_t k, int64_t n, bool add) {
-  TS_TILE_CONTRACT
-  if (!add)
-    for (int r = 0; r < R; ++r) std::memset(C + r * ldc, 0, sizeof(float) * n);
-  for (int64_t p = 0; p < k; ++p) {
-    const float* b = B + p * ldb;
-    float a[R];
-    for (int r = 0; r < R; ++r) a[r] = A[r * lda + p];
-    int64_t j = 0;
-    for (; j + 16 <= n; j += 16) {
-      const ts_v16 bj = ts_load16(b + j);
-      for (int r = 0; r < R; ++r) ts_store16(C + r * ldc + j, ts_load16(C + r * ldc + j) + a[r] * bj);
-    }
-    for (; j < n; ++j)
-      for (int r = 0; r < R; ++r) C[r * ldc + j] += a[r] * b[j];
-  }
-}
-
-// B of at least this many elements (64 KB) is streamed for one or two rows.
-static const int64_t TS_STREAM_B_ELEMENTS = 16384;
-
 static inline void ts_matmul(const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
                              int64_t ldc, int64_t rows, int64_t k, int64_t n, bool add) {
-  if (rows <= 2 && k * n >= TS_STREAM_B_ELEMENTS) {
-    if (rows == 2) ts_matmul_stream<2>(A, lda, B, ldb, C, ldc, k, n, add);
-    if (rows == 1) ts_matmul_stream<1>(A, lda, B, ldb, C, ldc, k, n, add);
-    return;
-  }
   int64_t r = 0;
   for (; r + 6 <= rows; r += 6)
     ts_matmul_rows<6>(A + r * lda, lda, B, ldb, C + r * ldc, ldc, k, n, add);
