@@ -65,3 +65,24 @@ def test_a_body_with_nothing_to_stitch_is_left_as_it_is() -> None:
     assert "StitchedKernel" not in ops
     x = tf.ones([2, 4])
     assert_close(original(x), optimized(x))
+
+
+def test_matmuls_of_large_weights_stay_library_calls_in_a_loop_body() -> None:
+    """A step's weights of 1 MiB each are not tiles of its kernel: every iteration would read
+    them next to the step's library calls (measured slower; cost_model.py)."""
+    rng = np.random.default_rng(1)
+    w = tf.constant(rng.normal(size=(256, 1024)).astype("float32") * 0.05)
+
+    def fn(h: tf.Tensor) -> tf.Tensor:
+        def body(i: tf.Tensor, h: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            z = tf.sigmoid(tf.matmul(h, w))
+            return i + 1, z[:, :256] * tf.tanh(z[:, 256:512])
+
+        return tf.while_loop(lambda i, h: i < 3, body, (tf.constant(0), h))[1]
+
+    original = tf.function(fn, input_signature=[S([None, 256])])
+    optimized = tf_stitch.optimize(original)
+    (ops,) = _bodies(optimized).values()
+    assert "MatMul" in ops and "StitchedKernel" in ops, ops
+    h = tf.random.normal([2, 256], seed=3)
+    assert_close(original(h), optimized(h), rtol=1e-4, atol=1e-4)

@@ -27,11 +27,14 @@ UNIT_OVERHEAD_CYCLES = 50.0  # per unit of work: loop setup, row offsets
 PARALLEL_MIN_CYCLES = 40_000
 # The size assumed for an axis unknown until run time (a batch), wherever it falls.
 ROW_GUESS = 256
-# The right operands of one kernel's matmul tiles together: every block of rows reads them
-# whole, so they must stay in L2 while the rows stream past. Half a core's L2 (2 MiB on the
-# development machine's Xeon): an LSTM step of 256 units (two 1 MiB weights) in one kernel
-# took 6.6 ms where TensorFlow took 4.2 (a stacked LSTM, batch 1), with one 3.8.
-TILE_OPERANDS_BYTES = 1 << 19
+# The right operands of one kernel's matmul tiles together, in a While loop's body (a Keras
+# RNN step): every iteration reads them whole, next to the library calls of the same step.
+# Measured on the development machine's Xeon (2 MiB of L2 a core): the 256-unit LSTM step of
+# a stacked LSTM with a 1 MiB weight in its kernel ran 14.0 ms at batch 8 (6.7 at batch 1)
+# where TensorFlow took 12.3 (4.3); with tiles of at most 512 KB, 3.5 ms at batch 1. Outside
+# loops (an unrolled RNN, whose input projections are one matmul before the steps) a kernel's
+# tiles have no such budget: each stays under `SMALL_MATMUL_BYTES`.
+LOOP_TILE_OPERANDS_BYTES = 1 << 19
 
 
 @dataclass(frozen=True)

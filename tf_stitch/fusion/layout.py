@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from tf_stitch.fusion.cost_model import TILE_OPERANDS_BYTES, choose_loop_split
+from tf_stitch.fusion.cost_model import choose_loop_split
 from tf_stitch.fusion.decision import Decision, forbid
 from tf_stitch.fusion.op_kinds import OpKind, op_spec
 from tf_stitch.fusion.operand_segments import NotInPlace, OperandReader, Segment, static_product
@@ -160,18 +160,23 @@ def analyze(
     members: Iterable[str],
     order: dict[str, int],
     dims: SymbolicDims | None = None,
+    tile_budget: int | None = None,
 ) -> Layout | Decision:
     """The layout of the group `members`, or a forbid decision saying why it has none.
-    `dims` relates the graph's unknown sizes (computed here if not given)."""
+    `dims` relates the graph's unknown sizes (computed here if not given); `tile_budget` bounds
+    the bytes of the right operands of the group's matmul tiles together (None: no bound)."""
     nodes = sorted((graph.node(n) for n in members), key=lambda n: order[n.name])
     try:
-        return _Analysis(graph, nodes, dims or SymbolicDims(graph)).run()
+        return _Analysis(graph, nodes, dims or SymbolicDims(graph), tile_budget).run()
     except LayoutError as e:
         return forbid(str(e))
 
 
 class _Analysis:
-    def __init__(self, graph: Graph, nodes: list[Node], dims: SymbolicDims) -> None:
+    def __init__(
+        self, graph: Graph, nodes: list[Node], dims: SymbolicDims, tile_budget: int | None
+    ) -> None:
+        self.tile_budget = tile_budget
         self.graph = graph
         self.dims = dims
         self.nodes = nodes
@@ -474,11 +479,11 @@ class _Analysis:
         tile = MatMulTile(node.name, a, b, k, n, segments, len(shape) - 1)
         self.tiles[node.output(0)] = tile
         right = {t.b: t.k * t.n * 4 for t in self.tiles.values()}
-        if sum(right.values()) > TILE_OPERANDS_BYTES:
+        if self.tile_budget is not None and sum(right.values()) > self.tile_budget:
             raise LayoutError(
                 f"{node.name}: the kernel's matmul tiles would read {sum(right.values())} B of "
-                f"right operands for every block of rows, more than {TILE_OPERANDS_BYTES} B "
-                "(half a core's L2): a library call does it faster"
+                f"right operands each time, more than {self.tile_budget} B (in a loop's body): "
+                "library calls do it faster"
             )
 
     def _place_operand(self, ref: TensorRef, frame: str, user: Node) -> None:

@@ -27,6 +27,7 @@ class Context:
     """What the legality checks need to know about the whole graph, computed once."""
 
     graph: Graph
+    tile_budget: int | None = None  # the bytes of a kernel's tiles' right operands together
     fed: set[TensorRef] = field(init=False)
     fetched: set[TensorRef] = field(init=False)
 

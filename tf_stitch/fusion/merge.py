@@ -25,7 +25,7 @@ def merge_legality(
             return verdict
     if creates_cycle(ctx, union, groups):
         return forbid("would create a cycle through nodes outside the group")
-    layout = analyze(ctx.graph, union, ctx.order, ctx.dims)
+    layout = analyze(ctx.graph, union, ctx.order, ctx.dims, ctx.tile_budget)
     if isinstance(layout, Decision):
         return layout
     verdict = outputs_legality(layout, group_outputs(ctx, union))

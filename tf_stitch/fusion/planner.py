@@ -43,6 +43,8 @@ class PlannerOptions:
     min_compute_ops: int = 2
     # False: every node alone (the unfused baseline the GPU check times kernels against).
     merge: bool = True
+    # The bytes of one kernel's matmul tiles' right operands together (None: no bound).
+    tile_budget: int | None = None
 
 
 @dataclass
@@ -74,7 +76,7 @@ class Plan:
 
 def plan_groups(graph: Graph, options: PlannerOptions | None = None) -> Plan:
     options = options or PlannerOptions()
-    ctx = Context(graph)
+    ctx = Context(graph, options.tile_budget)
     plan = Plan()
     order = graph.topological_order()
     attention = find_attention(ctx, plan.log) if options.merge else []
@@ -187,7 +189,7 @@ def _finish(
                 f"group of {nodes[0].name}", forbid("fewer than two compute ops: nothing to stitch")
             )
         return None
-    layout = analyze(ctx.graph, members, ctx.order, ctx.dims)
+    layout = analyze(ctx.graph, members, ctx.order, ctx.dims, ctx.tile_budget)
     if isinstance(layout, Decision):  # a single node never checked by a merge
         plan.log(f"group of {nodes[0].name}", layout)
         return None

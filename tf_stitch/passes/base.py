@@ -32,6 +32,9 @@ class Options:
     # Give every StitchedKernel its group's original ops as a `fallback` function (a converted
     # SavedModel runs them where the kernel cannot be loaded).
     fallback: bool = False
+    # The bytes of one kernel's matmul tiles' right operands together (None: no bound; loop
+    # bodies are optimized with cost_model.LOOP_TILE_OPERANDS_BYTES).
+    tile_budget: int | None = None
 
     def __post_init__(self) -> None:
         if self.kernel_source not in KERNEL_SOURCES:

@@ -4,18 +4,21 @@ A Keras RNN layer runs its time step as a While loop's body function: the input 
 matmuls, the gates and the state update, op by op, every step. Each body of a (Stateless)While
 of the graph is turned into a graph (its arguments Placeholders with the loop variables'
 shapes), run through the same pipeline (so a loop inside it gets the same in turn), and turned
-back into a function under a new name, which the loop then calls. A body another node also
+back into a function under a new name, which the loop then calls; its kernels' matmul tiles
+read at most `LOOP_TILE_OPERANDS_BYTES` of weights together. A body another node also
 calls, or in which nothing was stitched, is left as it is; one that cannot be converted stays,
 with a warning saying why.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable
 
 import tensorflow as tf
 
+from tf_stitch.fusion.cost_model import LOOP_TILE_OPERANDS_BYTES
 from tf_stitch.graph.functions import function_graph, function_uses, with_function
 from tf_stitch.graph.ir import FuncRef, Graph
 from tf_stitch.passes.base import Options, PassContext
@@ -39,7 +42,8 @@ def optimize_loop_bodies(graph: Graph, ctx: PassContext, run: Run) -> Graph:
         shapes = [o.shape for o in loop.outputs]
         try:
             body_graph = function_graph(out.library, body, shapes)
-            optimized, body_ctx = run(body_graph, ctx.options)
+            options = dataclasses.replace(ctx.options, tile_budget=LOOP_TILE_OPERANDS_BYTES)
+            optimized, body_ctx = run(body_graph, options)
             if not body_ctx.kernels:
                 continue
             out.library, name = with_function(out.library, optimized, body, replaces=body)

@@ -16,7 +16,10 @@ GROUP_ATTR = "_stitch_group"
 @graph_pass("stitch")
 def stitch(graph: Graph, ctx: PassContext) -> Graph:
     """Groups memory-bound ops along the critical path into stitchable groups."""
-    plan = plan_groups(graph, PlannerOptions(on_chip_budget=ctx.options.on_chip_budget))
+    options = PlannerOptions(
+        on_chip_budget=ctx.options.on_chip_budget, tile_budget=ctx.options.tile_budget
+    )
+    plan = plan_groups(graph, options)
     ctx.plan = plan
     ctx.records.extend(plan.records)
     out = graph.copy()
