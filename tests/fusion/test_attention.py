@@ -158,3 +158,17 @@ def test_probabilities_zeroed_by_the_mask_weight_the_values() -> None:
     assert graph.node(mul).op == "Mul"
     factor = next(r for r in graph.node(mul).inputs if r != match.probs)
     assert graph.node(factor.node).op == "Cast" and factor.node in match.members  # in the kernel
+
+
+def test_does_not_stitch_probabilities_weighted_by_the_scores() -> None:
+    """A factor of the probabilities must not read the scores or the probabilities: a kernel
+    applies it to each exponential before the sum divides it."""
+
+    def fn(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor) -> tf.Tensor:
+        s = tf.matmul(q, k, transpose_b=True)
+        p = tf.nn.softmax(s)
+        return tf.matmul(p * tf.cast(p > 0.1, tf.float32), v)
+
+    graph = prepared(fn, *[S([2, HEADS, 8, DIM])] * 3)
+    found, records = matches(graph)
+    assert not found and records

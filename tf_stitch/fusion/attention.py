@@ -188,6 +188,7 @@ def _match(ctx: Context, scores: Node) -> AttentionMatch:
     side = [r for n in sorted(core) for r in graph.node(n).inputs if r.node not in core]
     side = [r for r in side if r not in (raw, probs)]
     masks = _masks(ctx, side, core | {scores.name, raw.node, *softmax})
+    _check_weights(ctx, weight_nodes, probs, masks, {raw.node, *chain, *softmax})
     for ref in side + [r for n in masks for r in graph.node(n).inputs]:
         if ref.node not in core | masks | {scores.name, raw.node}:
             _add_leaf(ctx, ref, s_roles, leaves)
@@ -321,6 +322,26 @@ def _masks(ctx: Context, side: list[TensorRef], members: set[str]) -> set[str]:
                 taken.add(name)
                 changed = True
     return taken
+
+
+def _check_weights(
+    ctx: Context, weights: list[str], probs: TensorRef, masks: set[str], before: set[str]
+) -> None:
+    """What the probabilities are multiplied by or selected with must not read the scores or
+    the probabilities: a kernel applies it to each exponential before the sum divides it
+    (a GPU's online softmax never has the probabilities themselves)."""
+    stack = [
+        r for n in weights for r in ctx.graph.node(n).inputs if r.node not in weights and r != probs
+    ]
+    seen: set[str] = set()
+    while stack:
+        ref = stack.pop()
+        if ref.node in before:
+            raise _Refused(f"the probabilities' factor {ref} depends on the scores")
+        node = ctx.graph.node(ref.node)
+        if ref.node in masks and ref.node not in seen and node.op not in _SHAPE_ONLY:
+            seen.add(ref.node)
+            stack.extend(node.inputs)
 
 
 def _softmax_starts(ctx: Context, x: TensorRef) -> bool:
