@@ -50,3 +50,29 @@ def test_tensorflows_run_gets_the_same_gpu_model() -> None:
     assert detail.by_type.get("Softmax") == 3 and report.tf_gpu >= report.tf
     assert report.tf_stitch_gpu == 1 < report.tf_gpu
     assert "TensorFlow on a GPU" in str(report)
+
+
+def test_a_gpu_counts_the_graph_optimized_for_its_layout() -> None:
+    """Between two float32 convolutions, a stitched kernel costs a GPU no transposes: the GPU
+    count is of the graph optimized with NCHW convolutions, which gives the same answers."""
+    w1 = tf.random.stateless_normal([3, 3, 4, 8], seed=[1, 2])
+    w2 = tf.random.stateless_normal([3, 3, 8, 8], seed=[3, 4])
+
+    @tf.function(input_signature=[tf.TensorSpec([1, 16, 16, 4])])
+    def cnn(x: tf.Tensor) -> tf.Tensor:
+        y = tf.nn.conv2d(x, w1, 1, "SAME")
+        y = tf.nn.silu(y) * 0.5 + y
+        return tf.reduce_mean(tf.nn.relu(tf.nn.conv2d(y, w2, 1, "SAME")), [1, 2])
+
+    x = tf.random.stateless_normal([1, 16, 16, 4], seed=[5, 6])
+    optimized = tf_stitch.optimize(cnn)
+    report = tf_stitch.count_launches(optimized, x)
+    gpu = report.gpu_optimized
+    assert gpu is not None and gpu is not optimized
+    assert {n.attrs.get("data_format") for n in gpu.graph if n.op == "Conv2D"} == {b"NCHW"}
+    assert report.tf_stitch_gpu_detail is not None
+    by_type = report.tf_stitch_gpu_detail.by_type
+    assert "Transpose (layout optimizer)" not in by_type, by_type
+    assert by_type.get("Transpose", 0) <= 1  # the image, into NCHW
+    assert report.tf_stitch_gpu < report.tf_gpu
+    tf.debugging.assert_near(gpu(x), cnn(x), rtol=1e-4, atol=1e-4)

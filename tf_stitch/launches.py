@@ -11,6 +11,7 @@ import tensorflow as tf
 from tf_stitch.graph.frontends import is_keras_model
 from tf_stitch.graph.op_view import graph_of_function
 from tf_stitch.optimize import OptimizedFunction, StitchFunction, optimize
+from tf_stitch.passes.nchw_layout import has_nhwc_convolutions
 from tf_stitch.profiler.gpu_launches import GpuLaunches, count_gpu_launches
 from tf_stitch.profiler.hlo_kernels import HloKernels, count_xla_cpu_launches
 from tf_stitch.profiler.op_launches import OpLaunches, count_tf_launches
@@ -32,6 +33,8 @@ class LaunchReport:
     tf_stitch_gpu_detail: GpuLaunches | None = None
     tf_gpu: int = 0  # the same GPU model applied to TensorFlow's run of the original
     tf_gpu_detail: GpuLaunches | None = None
+    # The graph counted for a GPU: the one optimize() gives for a GPU (NCHW convolutions).
+    gpu_optimized: OptimizedFunction | None = None
 
     def __str__(self) -> str:
         xla = "n/a" if self.xla_cpu is None else str(self.xla_cpu)
@@ -62,7 +65,9 @@ def count_launches(fn: Any, *inputs: Any, steps: int = 3) -> LaunchReport:
     times their trip counts), from its optimized HLO. None if XLA cannot compile `fn`.
     On a GPU (`tf_gpu`, `tf_stitch_gpu`): both traced runs mapped to the kernels TensorFlow's
     GPU kernels would launch for them (`profiler/gpu_launches.py`), so that the two compare
-    like with like.
+    like with like. tf_stitch's is the graph optimize() gives for a GPU: where `fn` has NHWC
+    float32 convolutions, it is optimized again with `conv_layout="NCHW"` and that graph is
+    run and traced (`gpu_optimized`).
     """
     original, call_optimized, optimized, python_fn = _variants(fn, inputs)
     tf_count = count_tf_launches(original, inputs, steps=steps)
@@ -78,8 +83,13 @@ def count_launches(fn: Any, *inputs: Any, steps: int = 3) -> LaunchReport:
             notes.append(f"{name} ran {c.min_per_step}..{c.max_per_step} kernels per step")
     if xla is not None:
         notes.extend(xla.notes)
+    gpu_optimized, call_gpu = _gpu_variant(optimized, call_optimized)
+    gpu_run = stitch_count
+    if gpu_optimized is not optimized:
+        gpu_run = count_tf_launches(call_gpu, inputs, steps=steps)
+        notes.append("GPU count: of the graph optimized for a GPU (NCHW convolutions)")
     gpu = count_gpu_launches(
-        stitch_count, optimized.graph, {k.node for k in optimized.kernels if k.cuda_source}
+        gpu_run, gpu_optimized.graph, {k.node for k in gpu_optimized.kernels if k.cuda_source}
     )
     notes.extend(f"GPU count: {n}" for n in gpu.notes)
     concrete = original.get_concrete_function(*inputs) if not _is_concrete(original) else original
@@ -97,7 +107,27 @@ def count_launches(fn: Any, *inputs: Any, steps: int = 3) -> LaunchReport:
         gpu,
         tf_gpu.total,
         tf_gpu,
+        gpu_optimized,
     )
+
+
+def _gpu_variant(
+    optimized: OptimizedFunction, call: Callable[..., Any]
+) -> tuple[OptimizedFunction, Callable[..., Any]]:
+    """The function optimize() gives for a GPU, called like `call`: `optimized` itself unless it
+    has NHWC convolutions that a GPU's layout would change."""
+    if optimized.context.options.conv_layout == "NCHW" or not has_nhwc_convolutions(
+        optimized.graph
+    ):
+        return optimized, call
+    gpu = optimize(optimized.original, conv_layout="NCHW")
+    if call is optimized:
+        return gpu, gpu
+
+    def call_with_list(*args: Any) -> Any:
+        return gpu(list(args))
+
+    return gpu, call_with_list
 
 
 class _Variants(NamedTuple):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import tensorflow as tf
@@ -68,6 +69,7 @@ def optimize(
     input_signature: Sequence[tf.TensorSpec] | None = None,
     on_chip_budget: int | None = None,
     cuda: bool = False,
+    conv_layout: str | None = None,
 ) -> Any:
     """Stitches the memory-bound ops of a graph into fused kernels.
 
@@ -81,9 +83,15 @@ def optimize(
     `cuda=True` also builds each kernel as CUDA (nvcc, sm_80/sm_90 fatbins): those nodes run
     their CUDA build where TensorFlow places them on a GPU, and the CPU kernel elsewhere.
     Without nvcc, one warning says so and the kernels are CPU-only.
+
+    `conv_layout` is the layout convolutions run in: "NHWC" (the graph's, a CPU's) or "NCHW"
+    (a GPU's for float32: the convolutions, the ops around them and the stitched kernels
+    between them in NCHW, so that TensorFlow's layout optimizer adds no transposes around the
+    kernels; TensorFlow's CPU kernels run it too). Default: "NCHW" with `cuda=True`, else
+    "NHWC".
     """
     frontend = frontends.load(obj, inputs=inputs, outputs=outputs, input_signature=input_signature)
-    graph, ctx = optimize_graph(frontend.graph, on_chip_budget, cuda)
+    graph, ctx = optimize_graph(frontend.graph, on_chip_budget, cuda, conv_layout=conv_layout)
     graph_def = graph_to_graph_def(graph)
     if frontend.kind == "graph_def":
         return graph_def
@@ -98,12 +106,17 @@ def optimize(
 
 
 def optimize_graph(
-    graph: Graph, on_chip_budget: int | None, cuda: bool = False, fallback: bool = False
+    graph: Graph,
+    on_chip_budget: int | None,
+    cuda: bool = False,
+    fallback: bool = False,
+    conv_layout: str | None = None,
 ) -> tuple[Graph, PassContext]:
     op_library.load()
-    options = Options(cuda=cuda, fallback=fallback)
+    layout = conv_layout or ("NCHW" if cuda else "NHWC")
+    options = Options(cuda=cuda, fallback=fallback, conv_layout=layout)
     if on_chip_budget is not None:
-        options = Options(on_chip_budget=on_chip_budget, cuda=cuda, fallback=fallback)
+        options = replace(options, on_chip_budget=on_chip_budget)
     optimized, ctx = run_pipeline(graph, options)
     problem = validate(graph, optimized)
     if problem:

@@ -285,3 +285,17 @@ def test_layer_norm_kernel_matches_numpy(tmp_path: Path) -> None:
     m = x.mean(-1, keepdims=True)
     ref = (x - m) / np.sqrt(((x - m) ** 2).mean(-1, keepdims=True) + 1e-5)
     np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+
+
+@needs_cxx
+def test_a_bias_of_few_channels_is_read_from_its_repeated_row(tmp_path: Path) -> None:
+    """Rows of several pixels of 6 channels each: the bias is repeated once into a row-long
+    buffer that the row's loop reads contiguously, and the values are the broadcast's."""
+    source = kernel_source(lambda x, b: tf.tanh(x + b), S([2, 4, 5, 6]), S([6]))
+    assert "in1_rep[" in source and "in1_i" not in source
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 4, 5, 6)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    y = np.zeros_like(x)
+    run_kernel(source, tmp_path, [x, b], [y], sym=[], rows=1)
+    np.testing.assert_allclose(y, np.tanh(x + b), rtol=1e-6, atol=1e-6)

@@ -126,14 +126,14 @@ def test_bool_constants_are_literals_too() -> None:
 
 
 def test_non_scalar_constants_are_inputs() -> None:
-    gamma = np.arange(8, dtype=np.float32)
-    k = kernel_of(lambda x: tf.exp(x) * gamma, S([4, 8]))
+    gamma = np.arange(2048, dtype=np.float32)
+    k = kernel_of(lambda x: tf.exp(x) * gamma, S([4, 2048]))
     assert len(k.inputs) == 2
     assert k.inputs[1].access.outer == "zero" and k.inputs[1].access.inner == "contiguous"
 
 
 def test_per_row_inputs_are_loaded_once_per_row() -> None:
-    k = kernel_of(lambda x, s: tf.exp(x) * s, S([4, 32]), S([4, 1]))
+    k = kernel_of(lambda x, s: tf.exp(x) * s, S([4, 2048]), S([4, 1]))
     x, s = k.inputs
     assert (x.per_row, s.per_row) == (False, True)
     assert s.access == Access((1, 0), "contiguous", "zero", 1)
@@ -142,7 +142,7 @@ def test_per_row_inputs_are_loaded_once_per_row() -> None:
 
 
 def test_bias_reads_its_row_from_offset_zero() -> None:
-    k = kernel_of(lambda x, b: tf.nn.relu(x + b), S([4, 32]), S([32]))
+    k = kernel_of(lambda x, b: tf.nn.relu(x + b), S([4, 2048]), S([2048]))
     assert k.inputs[1].access == Access((0, 1), "zero", "contiguous", 0)
     assert not k.inputs[1].per_row
 

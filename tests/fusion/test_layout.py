@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import tensorflow as tf
 from layout_helpers import forbid_reason, graph_of, layout_of
 
+from tf_stitch.fusion.cost_model import PERIODIC_ROW_ELEMENTS
 from tf_stitch.fusion.layout import FULL, OUTER, Placement, reduction_axes
 from tf_stitch.fusion.op_kinds import OpKind, op_kind
 from tf_stitch.graph.ir import Graph, TensorRef
@@ -26,25 +29,36 @@ def test_same_shape_elementwise_is_one_contiguous_loop() -> None:
 
 
 def test_bias_broadcast_splits_rows_and_places_the_bias_on_the_inner_axis() -> None:
-    graph, layout = layout_of(lambda x, b: tf.tanh(x + b), S([4, 32]), S([32]))
-    assert (layout.kind, layout.domain, layout.split) == ("loop", (4, 32), 1)
+    graph, layout = layout_of(lambda x, b: tf.tanh(x + b), S([4, 2048]), S([2048]))
+    assert (layout.kind, layout.domain, layout.split) == ("loop", (4, 2048), 1)
     bias = layout.placements[TensorRef("b")]
-    assert (bias.frame, bias.dims, bias.axes) == (FULL, (32,), (1,))
+    assert (bias.frame, bias.dims, bias.axes) == (FULL, (2048,), (1,))
     assert bias.broadcast_axes(layout.domain) == {0}
     assert not layout.is_row_level(TensorRef("b"))
     assert not layout.is_row_level(ref(graph, "Tanh"))
 
 
+def test_a_bias_of_few_channels_repeats_along_rows_of_several_pixels() -> None:
+    """LeNet-5's first bias: rows of 6 channels would be units of 6 elements; the bias is
+    periodic along rows of whole image lines, which the CPU kernel reads from a repeated copy."""
+    _, layout = layout_of(lambda x, b: tf.tanh(x + b), S([32, 28, 28, 6]), S([6]))
+    assert layout.split < 3
+    assert 6 < math.prod(d or 1 for d in layout.domain[layout.split :]) <= PERIODIC_ROW_ELEMENTS
+    # no repeat is longer than the bound: rows of [2, 4096] + [4096] stay one image row each
+    _, wide = layout_of(lambda x, b: tf.tanh(x + b), S([2, 3, 4096]), S([4096]))
+    assert wide.split == 2
+
+
 def test_column_vector_is_one_value_per_row() -> None:
-    _, layout = layout_of(lambda x, s: tf.exp(x) * s, S([4, 32]), S([4, 1]))
+    _, layout = layout_of(lambda x, s: tf.exp(x) * s, S([64, 128]), S([64, 1]))
     assert layout.split == 1
     assert layout.is_row_level(TensorRef("s"))
     assert layout.placements[TensorRef("s")].broadcast_axes(layout.domain) == {1}
 
 
 def test_split_moves_inward_until_every_input_reads_its_row_contiguously() -> None:
-    _, layout = layout_of(lambda x, b: tf.exp(x) + b, S([2, 3, 4]), S([3, 1]))
-    assert layout.domain == (2, 3, 4)
+    _, layout = layout_of(lambda x, b: tf.exp(x) + b, S([2, 3, 4096]), S([3, 1]))
+    assert layout.domain == (2, 3, 4096)
     assert layout.split == 2  # b varies along axis 1 but not axis 2
     assert layout.placements[TensorRef("b")].axes == (1, 2)
     assert layout.is_row_level(TensorRef("b"))

@@ -50,10 +50,10 @@ def test_layer_norm_schedule_is_one_row_per_unit() -> None:
 
 
 def test_elementwise_values_all_live_in_stage_zero() -> None:
-    graph, group = only_group(lambda x, b: tf.nn.relu(x + b) * 2.0, S([4, 32]), S([32]))
+    graph, group = only_group(lambda x, b: tf.nn.relu(x + b) * 2.0, S([4, 2048]), S([2048]))
     assert set(level_by_node(graph, group).values()) == {0}
-    assert group.schedule == Schedule("loop", 1, (4, 32))
-    assert str(group.schedule) == "loop(split_dim=1, domain=[4,32], blocks=[4])"
+    assert group.schedule == Schedule("loop", 1, (4, 2048))
+    assert str(group.schedule) == "loop(split_dim=1, domain=[4,2048], blocks=[4])"
 
 
 def test_softmax_exp_is_computed_before_its_sum_and_divided_after() -> None:

@@ -33,7 +33,7 @@ from tf_stitch.fusion.planner import PlannerOptions, plan_groups
 from tf_stitch.graph import frontends
 from tf_stitch.graph.io import graph_to_graph_def
 from tf_stitch.graph.ir import Graph
-from tf_stitch.passes.base import PassContext
+from tf_stitch.passes.base import Options, PassContext
 from tf_stitch.passes.pipeline import PIPELINE
 from tf_stitch.runtime.cuda_compiler import compile_fatbin
 
@@ -110,6 +110,18 @@ def _attention(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, bias: tf.Tensor) -> tf.
     return tf.transpose(tf.matmul(p, v), [0, 2, 1, 3])
 
 
+_WC = tf.constant(np.random.default_rng(5).standard_normal([3, 3, 32, 64]).astype(np.float32) * 0.1)
+_BC = tf.constant(np.random.default_rng(6).standard_normal([64]).astype(np.float32))
+_WP = tf.constant(np.random.default_rng(7).standard_normal([1, 1, 64, 32]).astype(np.float32) * 0.1)
+
+
+def _conv_swish_pool_nchw(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """An EfficientNet block between two convolutions, laid out for a GPU (NCHW): the first
+    one's bias, swish and the squeeze's global mean in one kernel that reads and writes NCHW."""
+    y = tf.nn.silu(tf.nn.conv2d(x, _WC, 1, "SAME") + _BC)
+    return tf.nn.conv2d(y, _WP, 1, "SAME"), tf.reduce_mean(y, [1, 2])
+
+
 # name -> (function, input shapes with None for the batch, the batch timed on the GPU).
 CASES: dict[str, tuple[Callable[..., Any], list[list[int | None]], int]] = {
     "layer_norm_gelu": (_layer_norm_gelu, [[None, 768]], 4096),
@@ -124,18 +136,20 @@ CASES: dict[str, tuple[Callable[..., Any], list[list[int | None]], int]] = {
     "embedding_norm": (_embedding_norm, [[None]], 65536),
     "bias_residual_layer_norm": (_bias_residual_layer_norm, [[None, 768], [None, 768]], 4096),
     "attention": (_attention, [[None, 96, 4, 64]] * 3 + [[1, 4, 96, 96]], 48),
+    "conv_swish_pool_nchw": (_conv_swish_pool_nchw, [[None, 28, 28, 32]], 64),
 }
+NCHW_CASES = frozenset({"conv_swish_pool_nchw"})  # optimized for a GPU's layout
 _INT_INPUTS = {"embedding_norm": 1000}  # integer inputs: indices below this
 CHECK_BATCH = 3  # the batch whose outputs are checked against TensorFlow
 
 
 def _prepared_graph(
-    fn: Callable[..., Any], shapes: list[list[int | None]], dtype: tf.DType
+    fn: Callable[..., Any], shapes: list[list[int | None]], dtype: tf.DType, layout: str
 ) -> Graph:
     """The graph as the optimizer plans it (every pass before stitch)."""
     cf = tf.function(fn).get_concrete_function(*[S(s, dtype) for s in shapes])
     graph = frontends.load(cf).graph
-    ctx = PassContext()
+    ctx = PassContext(Options(compile=False, conv_layout=layout))
     for p in PIPELINE:
         if p.name == "stitch":
             return graph
@@ -201,7 +215,8 @@ def prepare(out: Path) -> dict[str, Any]:
     rng = np.random.default_rng(0)
     manifest: dict[str, Any] = {"cases": []}
     for name, (fn, shapes, batch) in CASES.items():
-        graph = _prepared_graph(fn, shapes, tf.int32 if name in _INT_INPUTS else tf.float32)
+        dtype = tf.int32 if name in _INT_INPUTS else tf.float32
+        graph = _prepared_graph(fn, shapes, dtype, "NCHW" if name in NCHW_CASES else "NHWC")
         feeds = {}
         for r, shape in zip(graph.inputs, shapes, strict=True):
             dims = [CHECK_BATCH if d is None else d for d in shape]

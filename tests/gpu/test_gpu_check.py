@@ -76,11 +76,11 @@ def test_a_prepared_case_runs_through_the_script(
     assert "GPU check" in result.stdout
 
 
-@pytest.mark.parametrize("name", ["bias_residual_layer_norm", "attention"])
+@pytest.mark.parametrize("name", ["bias_residual_layer_norm", "attention", "conv_swish_pool_nchw"])
 def test_the_epilogue_and_attention_cases_run_on_the_simt_emulation(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The kernels of the library-epilogue and attention cases, as the CUDA source the GPU
+    """The kernels of the library-epilogue, attention and NCHW cases, as the CUDA source the GPU
     check compiles, run through the SIMT emulation at the check batch: one fused kernel each,
     TensorFlow's values."""
     import numpy as np
@@ -93,11 +93,15 @@ def test_the_epilogue_and_attention_cases_run_on_the_simt_emulation(
     fn, shapes, _ = prepare.CASES[name]
     specs = [tf.TensorSpec(s) for s in shapes]
     original = tf.function(fn, input_signature=specs)
-    optimized = tf_stitch.optimize(original)
+    layout = "NCHW" if name in prepare.NCHW_CASES else "NHWC"
+    optimized = tf_stitch.optimize(original, conv_layout=layout)
     (kernel,) = optimized.kernels
     assert "__global__" in kernel.source
     assert kernel.schedule.startswith("attention" if name == "attention" else "row")
     rng = np.random.default_rng(0)
     dims = [[prepare.CHECK_BATCH if d is None else d for d in s] for s in shapes]
     xs = [tf.constant(rng.standard_normal(d).astype(np.float32)) for d in dims]
-    np.testing.assert_allclose(optimized(*xs), original(*xs), rtol=2e-5, atol=2e-5)
+    for got, expected in zip(
+        tf.nest.flatten(optimized(*xs)), tf.nest.flatten(original(*xs)), strict=True
+    ):
+        np.testing.assert_allclose(got, expected, rtol=2e-5, atol=2e-5)

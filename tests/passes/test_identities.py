@@ -70,3 +70,16 @@ def test_does_not_forward_a_transpose_whose_permutation_is_fed() -> None:
     g = v1_graph(build_fed_perm, inputs=["x", "perm"], outputs=["out"])
     out = run_pass(forward_identities, g)
     assert "t" in out
+
+
+def test_readers_of_an_identity_n_read_its_matching_inputs() -> None:
+    def build_n() -> None:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 3], name="x")
+        y, z = tf.identity_n([tf.nn.sigmoid(x) * x, x], name="idn")
+        tf.identity(y + 1.0, name="out")
+        tf.identity(z * 2.0, name="other")
+
+    g = v1_graph(build_n, outputs=["out", "other"])
+    out = run_pass(forward_identities, g)
+    assert ops(out)["IdentityN"] == 0
+    assert_same_values(g, out)

@@ -30,6 +30,21 @@ def test_a_channel_vector_added_to_a_convolution_is_a_bias_add() -> None:
     assert_same_values(g, out, rtol=1e-6, atol=1e-6)
 
 
+def test_a_channel_bias_of_an_nchw_convolution_is_an_nchw_bias_add() -> None:
+    def build() -> None:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 3, 8, 8], name="x")
+        y = tf.nn.conv2d(x, _c(3, 3, 3, 4), 1, "SAME", data_format="NCHW")
+        tf.identity(tf.nn.relu(y + _c(1, 4, 1, 1)), name="out")
+        tf.identity(y + _c(1, 1, 1, 8)[..., :1], name="broadcast")  # [1, 1, 1, 1]: not a bias
+
+    g = v1_graph(build, outputs=["out", "broadcast"])
+    out = run_pass(restore_bias_adds, g)
+    (bias,) = [n for n in out if n.op == "BiasAdd"]
+    assert bias.attrs["data_format"] == b"NCHW"
+    assert out.info(bias.inputs[1]).shape == (4,)
+    assert_same_values(g, out, rtol=1e-6, atol=1e-6)
+
+
 def test_other_adds_stay() -> None:
     def build() -> None:
         x = tf.compat.v1.placeholder(tf.float32, [None, 4], name="x")

@@ -160,11 +160,14 @@ class Emitter:
         self.params = {p.name: p for p in kernel.inputs + kernel.outputs + kernel.tile_params}
         self.reductions = {r.name: r for r in kernel.reductions}
         self.lines: list[str] = []
+        # inputs read through a row-long buffer of their periodic pattern (see _periodic)
+        self.periodic: set[str] = set()
 
     def source(self) -> str:
         k = self.k
         self.lines = self._head()
         self._prologue()
+        self._periodic()
         if k.tiles:
             # ts_begin/ts_end count blocks of rows
             step = k.block_rows
@@ -372,7 +375,11 @@ class Emitter:
     def _general_inner_params(self, stmts: list[Stmt]) -> list[Param]:
         used = {s.param for s in stmts if isinstance(s, Store)}
         used |= {e.param for s in stmts if isinstance(s, Let) for e in _loads(s.expr)}
-        return [self.params[n] for n in sorted(used) if self.params[n].access.inner == "general"]
+        return [
+            self.params[n]
+            for n in sorted(used)
+            if self.params[n].access.inner == "general" and n not in self.periodic
+        ]
 
     def _stmts(self, stmts: list[Stmt], depth: int, row: bool, lane: str | None = None) -> None:
         for s in stmts:
@@ -387,8 +394,36 @@ class Emitter:
             elif isinstance(s, BufferStore):
                 self._emit(f"{s.buffer}[i] = {s.var};", depth)
 
+    def _periodic(self) -> None:
+        """Inputs that every row reads alike, but not contiguously (a bias of the last axis
+        broadcast over rows of several pixels): repeated once into a row-long buffer, so that
+        the row's loop reads them contiguously (and vectorizes) instead of computing each
+        element's offset."""
+        if not all(isinstance(d, int) for d in self.k.inner):
+            return
+        row = math.prod(int(d) for d in self.k.inner)
+        candidates = [
+            p
+            for p in self.k.inputs
+            if p.access.outer == "zero" and p.access.inner == "general" and not p.gather
+        ]
+        budget = STACK_BUFFER_BYTES // 2
+        for p in candidates:
+            size = row * (1 if p.dtype == "bool" else 4)
+            if size > budget:
+                break
+            budget -= size
+            self.periodic.add(p.name)
+            ct = CTYPE[p.dtype]
+            self._emit(f"{ct} {p.name}_rep[{row}];  // the pattern each row reads", 1)
+            offset = self._decompose("i", range(self.k.split, len(self.k.domain)), p)
+            fill = f"{p.name}_rep[i] = {p.name}[{offset}];"
+            self._emit(f"for (int64_t i = 0; i < {row}; ++i) {fill}", 1)
+
     def _addr(self, p: Param, row: bool, offset: Size = 0) -> str:
         extra = f" + ({offset})" if offset else ""
+        if p.name in self.periodic and not row and not offset:
+            return f"{p.name}_rep[i]"
         if row or p.access.inner == "zero":
             return f"{p.name}[{p.name}_r{extra}]"
         if p.access.inner == "contiguous":

@@ -24,10 +24,11 @@ they never share an axis.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from tf_stitch.fusion.cost_model import choose_loop_split
+from tf_stitch.fusion.cost_model import PERIODIC_ROW_ELEMENTS, choose_loop_split
 from tf_stitch.fusion.decision import Decision, forbid
 from tf_stitch.fusion.op_kinds import OpKind, op_spec
 from tf_stitch.fusion.operand_segments import NotInPlace, OperandReader, Segment, static_product
@@ -621,7 +622,7 @@ def broadcast_all(shapes: list[tuple[TensorRef, Dims, Symbols]]) -> tuple[Dims, 
 
 def valid_loop_splits(layout: Layout, inputs: list[TensorRef]) -> list[int]:
     """The splits of an elementwise group at which every input (or window of an input) reads
-    its row contiguously or not at all (the cost model chooses among them)."""
+    its row contiguously, not at all, or periodically (the cost model chooses among them)."""
     return [
         split
         for split in range(layout.rank + 1)
@@ -656,12 +657,19 @@ def _cut_axes(layout: Layout, ref: TensorRef) -> set[int]:
 
 
 def _inner_access(p: Placement, domain: Dims, split: int, cut: set[int]) -> str:
+    """How a unit reads an input along its row: `zero` (one value), `contiguous`, `periodic`
+    (the same short pattern in every row: a bias of the last axis broadcast over rows longer
+    than it, which the CPU kernel repeats once into a row-long buffer), or `general`."""
     inner = [a for a in range(split, len(domain)) if domain[a] != 1]
     bcast = p.broadcast_axes(domain)
     if all(a in bcast for a in inner):
         return "zero"
     if all(a not in bcast for a in inner) and not cut & set(inner[1:]):
         return "contiguous"
+    outer = [a for a in range(split) if domain[a] != 1]
+    row = [d for d in (domain[a] for a in inner) if d is not None]
+    if all(a in bcast for a in outer) and not cut and len(row) == len(inner):
+        return "periodic" if math.prod(row) <= PERIODIC_ROW_ELEMENTS else "general"
     return "general"
 
 

@@ -17,6 +17,7 @@ from tf_stitch.graph.ir import Graph, TensorRef
 
 MAX_ON_CHIP_BUDGET = 16 * 1024 * 1024
 KERNEL_SOURCES = ("cpu", "simt")
+CONV_LAYOUTS = ("NHWC", "NCHW")
 
 
 @dataclass
@@ -35,8 +36,13 @@ class Options:
     # The bytes of one kernel's matmul tiles' right operands together (None: no bound; loop
     # bodies are optimized with cost_model.LOOP_TILE_OPERANDS_BYTES).
     tile_budget: int | None = None
+    # The layout convolutions run in: "NHWC" as the graph has them (the CPU's), or "NCHW" (a
+    # GPU's: see passes/nchw_layout.py).
+    conv_layout: str = "NHWC"
 
     def __post_init__(self) -> None:
+        if self.conv_layout not in CONV_LAYOUTS:
+            raise ValueError(f"conv_layout must be one of {CONV_LAYOUTS}, got {self.conv_layout!r}")
         if self.kernel_source not in KERNEL_SOURCES:
             raise ValueError(
                 f"kernel source (TF_STITCH_KERNELS) must be one of {KERNEL_SOURCES}, "

@@ -1,5 +1,6 @@
 """forward-identities: readers of an Identity-like node (or an identity Transpose) read its
-input instead."""
+input instead; readers of an `IdentityN` (Keras' custom-gradient activations such as swish
+wrap their result in one) read the matching input."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ def forward_identities(graph: Graph, ctx: PassContext) -> Graph:
             or out.node(node.inputs[0].node).device != node.device
         ):
             continue
-        out.replace_uses(node.output(0), node.inputs[0])
+        for i in range(len(node.outputs) if node.op == "IdentityN" else 1):
+            out.replace_uses(node.output(i), node.inputs[i])
         # (the permutation constant of an identity Transpose is pruned later)
         out.remove([node.name])
     return out
@@ -36,6 +38,8 @@ def forward_identities(graph: Graph, ctx: PassContext) -> Graph:
 def _is_identity(graph: Graph, node: Node) -> bool:
     if node.op in IDENTITY_OPS:
         return len(node.inputs) == 1
+    if node.op == "IdentityN":
+        return len(node.inputs) == len(node.outputs) > 0
     if node.op == "Transpose" and node.inputs[1] not in graph.fed():
         perm = constant_value(graph, node.inputs[1])
         return perm is not None and perm.ndim == 1 and bool(np.all(perm == np.arange(perm.size)))

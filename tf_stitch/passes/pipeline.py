@@ -29,6 +29,7 @@ from tf_stitch.passes.fold_channel_scales import fold_channel_scales
 from tf_stitch.passes.fold_constants import fold_constants
 from tf_stitch.passes.identities import forward_identities
 from tf_stitch.passes.loop_bodies import optimize_loop_bodies
+from tf_stitch.passes.nchw_layout import nchw_layout
 from tf_stitch.passes.outline import outline
 from tf_stitch.passes.pack_views import pack_views
 from tf_stitch.passes.pointwise_matmuls import pointwise_matmuls
@@ -60,6 +61,8 @@ PIPELINE: tuple[Pass, ...] = (
     fold_constants,  # small computations on constants -> constants
     pointwise_matmuls,  # 1x1 convolutions of 1x1 images (squeeze-excite) -> matmuls
     fold_channel_scales,  # conv(x, W) * s + t -> conv(x, W * s) + t: a bias add TF fuses
+    nchw_layout,  # for a GPU: convolutions and the ops after them in NCHW, transposes explicit
+    transpose_views,  # again: the transposes of [N, 1, 1, C] operands are views
     fill_likes,  # Fill(Shape(t), c) -> OnesLike(t) / ZerosLike(t): no Shape edge to t
     forward_identities,  # again: folded permutations reveal identity Transposes
     prune,  # drop what no output needs

@@ -7,7 +7,8 @@ arithmetic optimizer moves a `MaxPool` above a `Relu` (`MaxPool(Relu(x))` -> `Re
 unless the Relu reads a `BiasAdd`, and then the remapper can no longer fuse that Relu with the
 convolution (VGG16: 5 extra Relu launches, one per block). Only an add of a constant vector of
 the result's last (channel) dimension to a MatMul, Conv2D or DepthwiseConv2dNative result is
-rewritten.
+rewritten; for an NCHW convolution (passes/nchw_layout.py), of a constant `[1, C, 1, 1]` or
+`[C, 1, 1]` (the bias laid out for NCHW): an NCHW `BiasAdd`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 from tf_stitch.graph.ir import DType, Graph
 from tf_stitch.graph.values import constant_value
 from tf_stitch.passes.base import PassContext, graph_pass
+from tf_stitch.passes.builder import NodeBuilder
 
 _LIBRARY = ("MatMul", "Conv2D", "DepthwiseConv2dNative")
 
@@ -34,13 +36,19 @@ def restore_bias_adds(graph: Graph, ctx: PassContext) -> Graph:
         shape = out.info(x).shape
         value = constant_value(out, bias)
         dtype = node.outputs[0].dtype
-        if shape is None or not shape or shape[-1] is None or value is None:
-            continue
-        if value.shape != (shape[-1],) or out.info(bias).dtype != dtype:
+        if shape is None or not shape or value is None or out.info(bias).dtype != dtype:
             continue
         if node.outputs[0].shape != shape:
             continue
+        fmt = producers[library[0]].attrs.get("data_format", b"NHWC")  # type: ignore[union-attr]
+        if fmt == b"NCHW":
+            channels = shape[1]
+            if channels is None or value.shape not in ((1, channels, 1, 1), (channels, 1, 1)):
+                continue
+            bias = NodeBuilder(out, node.name, node.device).const(value.reshape(-1), dtype, "bias")
+        elif shape[-1] is None or value.shape != (shape[-1],):
+            continue
         node.op = "BiasAdd"
         node.inputs = [x, bias]
-        node.attrs = {"T": DType(dtype), "data_format": b"NHWC"}
+        node.attrs = {"T": DType(dtype), "data_format": fmt}
     return out
