@@ -221,4 +221,11 @@ BUILDERS: dict[str, Callable[[int, bool], RealModel]] = {
     "dlrm": dlrm,
     "t5_small": t5,
     "bilstm": bilstm,
+    # more CNNs, held out from the layout work: channel concats (DenseNet, Inception), separable
+    # convolutions (Xception), layer norms over channels (ConvNeXt), fused MBConv (EfficientNetV2)
+    "densenet121": _image_model("DenseNet121", 1, 224),
+    "inception_v3": _image_model("InceptionV3", 1, 299),
+    "xception": _image_model("Xception", 1, 299),
+    "convnext_tiny": _image_model("ConvNeXtTiny", 1, 224),
+    "efficientnet_v2_b0": _image_model("EfficientNetV2B0", 1, 224),
 }

@@ -4,7 +4,8 @@
         [--rounds 15] [--keras-init] [--no-xla-gpu] [--json out.json]
 
 The models (benchmarks/model_builders.py) are built from configuration with public code
-(keras.applications ResNet50, EfficientNet-B0 and MobileNetV3-Small, keras_hub's T5 in
+(keras.applications ResNet50, EfficientNet-B0, MobileNetV3-Small, DenseNet121, InceptionV3,
+Xception, ConvNeXt-Tiny and EfficientNetV2-B0, keras_hub's T5 in
 T5-small's configuration, a DLRM-style recommender and Keras' BiLSTM classifier in Keras layers),
 with seeded random weights; `--zoo` adds models of tf_stitch's zoo. Each is optimized, checked
 against TensorFlow (rtol = atol = 1e-4), counted (TF's and tf_stitch's executor traces, XLA:CPU's
