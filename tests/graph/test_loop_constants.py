@@ -46,14 +46,13 @@ def _while(gd: tf.compat.v1.GraphDef) -> tf.compat.v1.NodeDef:
 def _run(
     cf: tf.types.experimental.ConcreteFunction, gd: tf.compat.v1.GraphDef, x: tf.Tensor
 ) -> tf.Tensor:
-    frozen = convert_variables_to_constants_v2(cf, lower_control_flow=False)
-    inputs, outputs = [t.name for t in frozen.inputs], [t.name for t in frozen.outputs]
-    return function_from_graph_def(gd, inputs, outputs, [SPEC])(x)[0]
+    frozen = freeze(cf)
+    return function_from_graph_def(gd, frozen.inputs, frozen.outputs, [SPEC])(x)[0]
 
 
 def test_a_passed_through_weight_moves_into_the_body() -> None:
     cf = _loop()
-    _, gd = freeze(cf)
+    gd = freeze(cf).graph_def
     node = _while(gd)
     body = next(f for f in gd.library.function if f.signature.name == node.attr["body"].func.name)
     assert len(node.input) == len(node.attr["T"].list.type) == len(body.signature.input_arg)
@@ -69,7 +68,7 @@ def test_a_weight_the_loop_changes_stays_a_loop_variable() -> None:
     gd = _frozen(cf)
     assert sink_loop_constants(gd) == 2  # w and the iteration limit, not v
     x = tf.constant(np.random.default_rng(1).standard_normal([3, 4]), tf.float32)
-    assert_close(_run(cf, freeze(cf)[1], x), cf(x))
+    assert_close(_run(cf, freeze(cf).graph_def, x), cf(x))
 
 
 def test_a_fetched_loop_keeps_its_outputs() -> None:
@@ -88,14 +87,13 @@ def test_keras_recurrent_layers_compute_the_same() -> None:
     cf = tf.function(
         lambda x: model(x, training=False), input_signature=[spec]
     ).get_concrete_function()
-    frozen, gd = freeze(cf)
+    frozen = freeze(cf)
+    gd = frozen.graph_def
     loops = [n for n in gd.node if "While" in n.op]
     unfrozen = [n for n in _frozen(cf).node if "While" in n.op]
     assert len(loops) == 3 and sum(len(n.input) for n in loops) < sum(
         len(n.input) for n in unfrozen
     )
-    fn = function_from_graph_def(
-        gd, [t.name for t in frozen.inputs], [t.name for t in frozen.outputs], [spec]
-    )
+    fn = function_from_graph_def(gd, frozen.inputs, frozen.outputs, [spec])
     x = tf.constant(np.random.default_rng(2).standard_normal([2, 6, 3]), tf.float32)
     assert_close(fn(x)[0], cf(x))

@@ -45,11 +45,10 @@ def _ops(gd: tf.compat.v1.GraphDef) -> list[str]:
 
 def test_loops_of_frozen_reads_become_stateless_and_run_side_by_side() -> None:
     cf = _two_loops(stateful_body=False)
-    frozen, gd = freeze(cf)
+    frozen = freeze(cf)
+    gd = frozen.graph_def
     assert _ops(gd) == ["StatelessIf", "StatelessIf", "StatelessWhile", "StatelessWhile"]
-    fn = function_from_graph_def(
-        gd, [t.name for t in frozen.inputs], [t.name for t in frozen.outputs], [SPEC]
-    )
+    fn = function_from_graph_def(gd, frozen.inputs, frozen.outputs, [SPEC])
     loops = [op for op in fn.graph.get_operations() if "While" in op.type]
     assert len(loops) == 2 and all(not op.control_inputs for op in loops)
     x = tf.ones([2, 4])
@@ -59,8 +58,8 @@ def test_loops_of_frozen_reads_become_stateless_and_run_side_by_side() -> None:
     unfrozen = convert_variables_to_constants_v2(cf, lower_control_flow=False)
     fn = function_from_graph_def(
         unfrozen.graph.as_graph_def(),
-        [t.name for t in frozen.inputs],
-        [t.name for t in frozen.outputs],
+        frozen.inputs,
+        frozen.outputs,
         [SPEC],
     )
     loops = [op for op in fn.graph.get_operations() if "While" in op.type]

@@ -22,6 +22,7 @@ from tf_stitch.codegen.cpu import (
     header,
     literal,
     product,
+    source_header,
 )
 from tf_stitch.codegen.kernel_ir import Attention, Call, Expr, Kernel, Lit, Load, Param, Var
 
@@ -90,9 +91,7 @@ class AttentionRenderer:
         return lines
 
     def members(self, language: str) -> list[str]:
-        return [f"// tf_stitch kernel {self.k.name} ({language}): {self.k.schedule}"] + [
-            f"//   {m}" for m in self.k.members
-        ]
+        return source_header(self.k, language)
 
 
 def emit_attention_cpu(kernel: Kernel) -> str:

@@ -195,8 +195,7 @@ class Emitter:
     def _head(self) -> list[str]:
         """Comments, headers, preludes and the opening of `ts_run`."""
         k = self.k
-        head = [f"// tf_stitch kernel {k.name}: {k.schedule}"]
-        head += [f"//   {m}" for m in k.members]
+        head = source_header(k)
         head += [
             "#include <cmath>",
             "#include <cstdint>",
@@ -479,6 +478,14 @@ def _loads(e: Expr) -> list[Load]:
     if isinstance(e, Call):
         return [x for a in e.args for x in _loads(a)]
     return []
+
+
+def source_header(kernel: Kernel, language: str = "") -> list[str]:
+    """The comment a kernel's source opens with: its schedule. The group's nodes are left out
+    (explain() lists them), so that groups of the same structure (the layers of a BERT, the
+    last one with an Identity more) have the same source, one cache key and one compile."""
+    kind = f" ({language})" if language else ""
+    return [f"// tf_stitch kernel{kind}: {kernel.schedule}"]
 
 
 def product(sizes: tuple[Size, ...]) -> str:

@@ -30,6 +30,7 @@ from tf_stitch.codegen.cpu import (
     Emitter,
     header,
     product,
+    source_header,
 )
 from tf_stitch.codegen.kernel_ir import Buffer, Kernel, Stmt, Store
 
@@ -149,8 +150,7 @@ def flat_elements(kernel: Kernel) -> bool:
 class CudaEmitter(Emitter):
     def source(self) -> str:
         k = self.k
-        self.lines = [f"// tf_stitch kernel {k.name} (CUDA): {k.schedule}"]
-        self.lines += [f"//   {m}" for m in k.members]
+        self.lines = source_header(k, "CUDA")
         self.lines += kernel_head(k)
         self._emit(f"const int64_t ts_C = {product(k.inner)};", 1)
         if flat_elements(k):

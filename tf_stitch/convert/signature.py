@@ -71,15 +71,15 @@ def convert_signature(
     """Freezes, stitches and embeds one signature (`shapes` refine its inputs' shapes)."""
     specs = input_specs(concrete)
     names = list(specs)
-    frozen, gd = freeze(concrete)  # loops stay functional (and lowered when run)
-    placeholders = [t.name for t in frozen.inputs]
+    frozen = freeze(concrete)  # loops stay functional (and lowered when run)
+    gd, placeholders = frozen.graph_def, frozen.inputs
     if len(placeholders) != len(names):
         raise ValueError(
             f"signature {key!r}: {len(placeholders)} frozen inputs for {len(names)} named inputs"
         )
     specs = {n: _refined(specs[n], shapes.get(n)) for n in names}
     _set_placeholder_shapes(gd, placeholders, [specs[n].shape for n in names])
-    outputs = [t.name for t in frozen.outputs]
+    outputs = frozen.outputs
     graph = graph_from_graph_def(gd, placeholders, outputs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # they are in ctx.warnings

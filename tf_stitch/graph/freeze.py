@@ -11,11 +11,11 @@ original function with nothing else changed. The marks are put back as the origi
 from __future__ import annotations
 
 import hashlib
+import heapq
+from dataclasses import dataclass
 from typing import Any
 
-from tensorflow.python.framework.convert_to_constants import (
-    convert_variables_to_constants_v2,
-)
+from tensorflow.python.framework import convert_to_constants as ctc
 
 from tf_stitch.graph.io import GraphDef
 from tf_stitch.graph.library import all_nodes, function_refs
@@ -28,18 +28,96 @@ CONTROL_FLOW_OPS = frozenset(
 LOWER = "_lower_using_switch_merge"
 
 
-def freeze(concrete: Any) -> tuple[Any, GraphDef]:
-    """The frozen ConcreteFunction of `concrete` and its GraphDef, with lowering restored and
-    the loops' frozen weights defined in their bodies (`loop_constants`), control flow without
-    stateful ops made stateless (`stateless_control_flow`)."""
-    frozen = convert_variables_to_constants_v2(concrete, lower_control_flow=False)
-    graph_def = frozen.graph.as_graph_def()
-    before = _serialized_functions(graph_def)
-    restore_lowering(graph_def, concrete.graph.as_graph_def())
-    sink_loop_constants(graph_def, [t.name for t in frozen.outputs])
+@dataclass(frozen=True)
+class Frozen:
+    """A ConcreteFunction frozen: its GraphDef and the names of its (non-variable) input and
+    output tensors there."""
+
+    inputs: list[str]
+    outputs: list[str]
+    graph_def: GraphDef
+
+
+def freeze(concrete: Any) -> Frozen:
+    """`concrete` with its variables as constants, lowering restored and the loops' frozen
+    weights defined in their bodies (`loop_constants`), control flow without stateful ops made
+    stateless (`stateless_control_flow`). Every function whose body changed from the
+    original's gets a new name."""
+    original = concrete.graph.as_graph_def()
+    frozen = _frozen(concrete)
+    graph_def = frozen.graph_def
+    restore_lowering(graph_def, original)
+    sink_loop_constants(graph_def, frozen.outputs)
     make_control_flow_stateless(graph_def)
-    rename_changed_functions(graph_def, before)
-    return frozen, graph_def
+    rename_changed_functions(graph_def, _serialized_functions(original))
+    return frozen
+
+
+def _frozen(concrete: Any) -> Frozen:
+    """The variables replaced by constants. TensorFlow's `convert_variables_to_constants_v2`
+    also builds a ConcreteFunction of the result, importing the whole graph with its weights
+    again (8 of BERT-base's 10 s of freezing); only the GraphDef is needed here, so its
+    converter is called without that step (the public function is the fallback)."""
+    try:
+        data = ctc._FunctionConverterDataInEager(
+            func=concrete, lower_control_flow=False, aggressive_inlining=False
+        )
+        graph_def, converted = ctc._replace_variables_by_constants(converter_data=data)
+    except (AttributeError, TypeError):  # a TensorFlow whose private converter differs
+        function = ctc.convert_variables_to_constants_v2(concrete, lower_control_flow=False)
+        return Frozen(
+            [t.name for t in function.inputs],
+            [t.name for t in function.outputs],
+            function.graph.as_graph_def(),
+        )
+    captures = concrete.graph.internal_captures
+    variables = {id(captures[i]) for i in converted}
+    inputs = [t.name for t in concrete.inputs if id(t) not in variables]
+    outputs = [t.name for t in concrete.outputs]
+    _prune(graph_def, inputs + outputs)
+    return Frozen(inputs, outputs, graph_def)
+
+
+def _prune(graph_def: GraphDef, kept_tensors: list[str]) -> None:
+    """Keeps the inputs and the nodes the outputs need (as the public converter's function
+    does), in topological order (the lowest-numbered ready node first)."""
+    nodes = {nd.name: nd for nd in graph_def.node}
+    needed: set[str] = set()
+    stack = [o.split(":")[0] for o in kept_tensors]
+    while stack:
+        name = stack.pop()
+        if name in needed or name not in nodes:
+            continue
+        needed.add(name)
+        stack.extend(i.lstrip("^").split(":")[0] for i in nodes[name].input)
+    kept = [nd for nd in graph_def.node if nd.name in needed]
+    position = {nd.name: i for i, nd in enumerate(kept)}
+    waiting = {nd.name: 0 for nd in kept}
+    users: dict[str, list[str]] = {}
+    for nd in kept:
+        for source in {i.lstrip("^").split(":")[0] for i in nd.input}:
+            waiting[nd.name] += 1
+            users.setdefault(source, []).append(nd.name)
+    ready = [position[n] for n, count in waiting.items() if count == 0]
+    heapq.heapify(ready)
+    ordered = []
+    while ready:
+        nd = kept[heapq.heappop(ready)]
+        ordered.append(nd)
+        for user in users.get(nd.name, []):
+            waiting[user] -= 1
+            if waiting[user] == 0:
+                heapq.heappush(ready, position[user])
+    if len(ordered) != len(kept):  # a cycle (a TF1 loop): keep the nodes as they are
+        ordered = kept
+    for nd in ordered:
+        # Colocations with the inlined call's inputs (Grappler's), which the passes remove as
+        # identities; the variables they kept together are constants now. (The public
+        # converter's re-import dropped them too.)
+        if "_class" in nd.attr:
+            del nd.attr["_class"]
+    del graph_def.node[:]
+    graph_def.node.extend(ordered)
 
 
 def _serialized_functions(graph_def: GraphDef) -> dict[str, bytes]:

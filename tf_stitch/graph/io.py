@@ -62,7 +62,7 @@ def graph_from_graph_def(
     consumes (nodes with no outputs become targets).
     """
     gd = parse_graph_def(data)
-    infos = _infer_shapes(gd)
+    infos = _infer_shapes(_light_graph_def(gd))
     graph = Graph(library=gd.library.SerializeToString(), versions=gd.versions.SerializeToString())
     for nd in gd.node:
         node = _node_from_proto(nd)
@@ -147,6 +147,34 @@ def _light_node(node: Node) -> node_def_pb2.NodeDef:
             nd.input.extend("^" + c for c in node.control_inputs)
             return nd
     return node_to_proto(node)
+
+
+def _light_graph_def(gd: graph_pb2.GraphDef) -> graph_pb2.GraphDef:
+    """`gd` for shape inference: its large float constants as Placeholders of their shape (a
+    BERT-base's 440 MB of weights are not copied and imported again)."""
+    light = graph_pb2.GraphDef()
+    light.versions.CopyFrom(gd.versions)
+    light.library.CopyFrom(gd.library)
+    for nd in gd.node:
+        light.node.append(_light_proto(nd) or nd)
+    return light
+
+
+def _light_proto(nd: node_def_pb2.NodeDef) -> node_def_pb2.NodeDef | None:
+    if nd.op != "Const" or "value" not in nd.attr:
+        return None
+    tensor = nd.attr["value"].tensor
+    dtype = tf.as_dtype(tensor.dtype)
+    if not dtype.is_floating:
+        return None
+    dims = [d.size for d in tensor.tensor_shape.dim]
+    if int(np.prod(dims)) < _LIGHT_CONST_ELEMENTS:
+        return None
+    light = node_def_pb2.NodeDef(name=nd.name, op="Placeholder", device=nd.device)
+    light.attr["dtype"].type = dtype.as_datatype_enum
+    light.attr["shape"].shape.CopyFrom(tensor.tensor_shape)
+    light.input.extend(i for i in nd.input if i.startswith("^"))
+    return light
 
 
 def _infer_shapes(gd: graph_pb2.GraphDef) -> dict[str, list[TensorInfo]]:

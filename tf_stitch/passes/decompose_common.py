@@ -7,20 +7,32 @@ from collections.abc import Callable
 from tf_stitch.graph.ir import Graph, Node
 
 
-def decomposable(graph: Graph, node: Node, dtype_attr: str = "T") -> bool:
-    """A float32 composite of known rank, not fed, with no control edges, only output 0 used."""
-    if node.control_inputs or node.name in graph.control_consumers():
-        return False
-    if any(r.node == node.name for r in graph.inputs):
-        return False
-    dtype = node.attrs.get(dtype_attr)
-    if getattr(dtype, "name", None) != "float32":
-        return False
-    if not node.outputs or node.outputs[0].shape is None:
-        return False
-    used = {r.index for n in graph for r in n.inputs if r.node == node.name}
-    used |= {r.index for r in graph.outputs if r.node == node.name}
-    return used <= {0}
+class _Uses:
+    """What `decomposable` asks of the graph, collected once: the nodes others are ordered
+    after, the fed nodes and which outputs of each node are read or fetched. A rewrite that
+    replaces a node under its own name (replace_with) leaves these true for every other node."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.ordered = graph.control_consumers()
+        self.fed = {r.node for r in graph.inputs}
+        self.used: dict[str, set[int]] = {}
+        for n in graph:
+            for r in n.inputs:
+                self.used.setdefault(r.node, set()).add(r.index)
+        for r in graph.outputs:
+            self.used.setdefault(r.node, set()).add(r.index)
+
+    def decomposable(self, node: Node, dtype_attr: str = "T") -> bool:
+        """A float32 composite of known rank, not fed, with no control edges, only output 0
+        used."""
+        if node.control_inputs or node.name in self.ordered or node.name in self.fed:
+            return False
+        dtype = node.attrs.get(dtype_attr)
+        if getattr(dtype, "name", None) != "float32":
+            return False
+        if not node.outputs or node.outputs[0].shape is None:
+            return False
+        return self.used.get(node.name, set()) <= {0}
 
 
 def decompose_each(
@@ -28,8 +40,9 @@ def decompose_each(
 ) -> Graph:
     """A copy of `graph` with `rewrite` applied to every decomposable node that `accepts`."""
     out = graph.copy()
+    uses = _Uses(out)
     for node in list(out):
-        if accepts(node) and decomposable(out, node):
+        if accepts(node) and uses.decomposable(node):
             rewrite(out, node)
     return out
 

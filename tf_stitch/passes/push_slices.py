@@ -46,6 +46,7 @@ def _one_round(graph: Graph, recomputing: set[str]) -> bool:
     """Makes the first applicable rewrite: compose a Slice of a Slice, move Slices above a
     Reshape that only adds or drops size-1 axes, or above an elementwise op."""
     users = graph.consumers()
+    ordered = graph.control_consumers()  # the round rewrites once, after these are read
     keep = graph.fed() | graph.fetched()
     for node in list(graph):
         window = _static_slice(graph, node)
@@ -59,7 +60,7 @@ def _one_round(graph: Graph, recomputing: set[str]) -> bool:
             continue
         out_ref = node.output(0)
         readers = [graph.node(u) for u in users.get(out_ref, [])]
-        if not readers or node.name in graph.control_consumers():
+        if not readers or node.name in ordered:
             continue
         slices = [
             r for r in readers if _static_slice(graph, r) is not None and r.inputs[0] == out_ref
