@@ -1,0 +1,170 @@
+"""How long optimize() takes on a zoo model, cold and warm, against XLA:CPU's compile of it.
+
+    python benchmarks/optimize_time.py [--model bert_base] [--rounds 3] [--json out.json]
+
+Each round runs, in this order and each in a fresh process: optimize() with an empty kernel
+cache (cold), optimize() again with the cache the cold run left (warm: a new process, the same
+cache), and XLA:CPU's first call of the same function (`jit_compile=True`) minus its second
+call (its compile). The model is built and traced before the clock starts in every process.
+Prints medians (min-max) over the rounds, the time of every pass of the cold and warm runs (the
+median round's), the kernels and how many distinct sources they have, and the issue's targets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _concrete(model: str) -> tuple[Any, list[Any], Any]:
+    """The zoo model's traced function (batch unknown), its inputs and its Python function."""
+    import tensorflow as tf
+
+    from tf_stitch.zoo import zoo
+
+    entry = zoo()[model]
+    built = entry.build(0)
+    inputs = built.make_inputs(entry.batch, 0)
+    keras_model = built.model
+    specs = [tf.TensorSpec([None, *x.shape[1:]], x.dtype) for x in inputs]
+
+    def call(*xs: Any) -> Any:
+        return keras_model(list(xs) if len(xs) > 1 else xs[0], training=False)
+
+    fn = tf.function(call, input_signature=specs)
+    return fn.get_concrete_function(), inputs, call
+
+
+def _measure_optimize(model: str) -> dict[str, Any]:
+    """One optimize() of `model` in this process: total seconds, per-pass seconds, kernels."""
+    import importlib
+
+    import tf_stitch
+    from tf_stitch.graph import frontends
+    from tf_stitch.passes.base import Pass
+
+    optimize_module = importlib.import_module("tf_stitch.optimize")  # the module, not the call
+    concrete, _, _ = _concrete(model)
+    stages: dict[str, float] = defaultdict(float)
+    original_run = Pass.run
+
+    def timed_run(self: Pass, graph: Any, ctx: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return original_run(self, graph, ctx)
+        finally:
+            stages[f"pass {self.name}"] += time.perf_counter() - started
+
+    def timed(name: str, fn: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                stages[name] += time.perf_counter() - started
+
+        return wrapper
+
+    Pass.run = timed_run  # type: ignore[method-assign]
+    frontends.load = timed("freeze and import", frontends.load)
+    optimize_module.validate = timed("validate", optimize_module.validate)
+    optimize_module.OptimizedFunction.__init__ = timed(  # type: ignore[method-assign]
+        "wrap as a TF function", optimize_module.OptimizedFunction.__init__
+    )
+    started = time.perf_counter()
+    optimized = tf_stitch.optimize(concrete)
+    total = time.perf_counter() - started
+    return {
+        "seconds": total,
+        "stages": dict(stages),
+        "kernels": len(optimized.kernels),
+        "distinct_sources": len({k.source for k in optimized.kernels}),
+    }
+
+
+def _measure_xla(model: str) -> dict[str, Any]:
+    import tensorflow as tf
+
+    _, inputs, call = _concrete(model)
+    xla = tf.function(call, jit_compile=True)
+    started = time.perf_counter()
+    xla(*inputs)
+    first = time.perf_counter() - started
+    started = time.perf_counter()
+    xla(*inputs)
+    second = time.perf_counter() - started
+    return {"seconds": first - second}
+
+
+def _child(kind: str, model: str, cache: str) -> dict[str, Any]:
+    env = {**os.environ, "TF_STITCH_CACHE_DIR": cache, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    command = [sys.executable, __file__, "--child", kind, "--model", model]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=ROOT)
+    if done.returncode != 0:
+        raise RuntimeError(f"{kind} run failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} s ({min(values):.2f}-{max(values):.2f})"
+
+
+def _median_round(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="bert_base", help="a zoo model (default bert_base)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--child", choices=("optimize", "xla"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        measure = _measure_optimize if args.child == "optimize" else _measure_xla
+        print(json.dumps(measure(args.model)))
+        return 0
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
+    runs: dict[str, list[dict[str, Any]]] = {"cold": [], "warm": [], "xla": []}
+    for r in range(args.rounds):
+        with tempfile.TemporaryDirectory(prefix="tf_stitch_cache_") as cache:
+            runs["cold"].append(_child("optimize", args.model, cache))
+            runs["warm"].append(_child("optimize", args.model, cache))
+        runs["xla"].append(_child("xla", args.model, ""))
+        print(f"round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M+00:00")
+    print(f"# {when} | {platform.node()} | {os.cpu_count()} CPUs | {args.rounds} rounds")
+    cold, warm, xla = ([x["seconds"] for x in runs[k]] for k in ("cold", "warm", "xla"))
+    print(f"{args.model}: optimize() cold {_spread(cold)}, warm {_spread(warm)}")
+    print(f"XLA:CPU compile (first call - second call): {_spread(xla)}")
+    median = _median_round(runs["cold"])
+    print(f"kernels: {median['kernels']}, distinct sources: {median['distinct_sources']}")
+    for kind in ("cold", "warm"):
+        run = _median_round(runs[kind])
+        print(f"\n{kind} run ({run['seconds']:.2f} s), stages over 2% of it:")
+        for name, s in sorted(run["stages"].items(), key=lambda kv: -kv[1]):
+            if s >= 0.02 * run["seconds"]:
+                print(f"  {name:<34}{s:7.2f} s  {100 * s / run['seconds']:5.1f}%")
+    ratio = statistics.median(warm) / statistics.median(xla)
+    print(f"\nwarm / XLA:CPU compile: {ratio:.2f} (target <= 2)")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"date": when, "runs": runs}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
