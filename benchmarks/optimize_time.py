@@ -1,6 +1,7 @@
 """How long optimize() takes on a zoo model, cold and warm, against XLA:CPU's compile of it.
 
     python benchmarks/optimize_time.py [--model bert_base] [--rounds 3] [--json out.json]
+    python benchmarks/optimize_time.py --layers 1,2,4,8,16,24
 
 Each round runs, in this order and each in a fresh process: optimize() with an empty kernel
 cache (cold), optimize() again with the cache the cold run left (warm: a new process, the same
@@ -8,6 +9,8 @@ cache), and XLA:CPU's first call of the same function (`jit_compile=True`) minus
 call (its compile). The model is built and traced before the clock starts in every process.
 Prints medians (min-max) over the rounds, the time of every pass of the cold and warm runs (the
 median round's), the kernels and how many distinct sources they have, and the issue's targets.
+`--layers` instead times encoders of that many layers (warm) and prints each stage's time per
+layer, to show how optimize() scales with the model's depth.
 """
 
 from __future__ import annotations
@@ -29,16 +32,37 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _encoder(layers: int) -> tuple[Any, list[Any]]:
+    """A stack of `layers` BERT-style encoder layers (hidden 256, 4 heads, FFN 1024, 128
+    tokens), random weights, and a batch of 2."""
+    import keras
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(0)
+    x = keras.Input((128, 256))
+    y = x
+    for i in range(layers):
+        attn = keras.layers.MultiHeadAttention(4, 64, name=f"attention_{i}")(y, y)
+        h = keras.layers.LayerNormalization(epsilon=1e-12)(y + attn)
+        f = keras.layers.Dense(1024, activation="gelu")(h)
+        y = keras.layers.LayerNormalization(epsilon=1e-12)(h + keras.layers.Dense(256)(f))
+    return keras.Model(x, y), [tf.random.stateless_normal([2, 128, 256], [0, 1])]
+
+
 def _concrete(model: str) -> tuple[Any, list[Any], Any]:
-    """The zoo model's traced function (batch unknown), its inputs and its Python function."""
+    """The model's traced function (batch unknown), its inputs and its Python function: a zoo
+    model by name, or `encoder:N` (N encoder layers, see `_encoder`)."""
     import tensorflow as tf
 
     from tf_stitch.zoo import zoo
 
-    entry = zoo()[model]
-    built = entry.build(0)
-    inputs = built.make_inputs(entry.batch, 0)
-    keras_model = built.model
+    if model.startswith("encoder:"):
+        keras_model, inputs = _encoder(int(model.split(":")[1]))
+    else:
+        entry = zoo()[model]
+        built = entry.build(0)
+        inputs = built.make_inputs(entry.batch, 0)
+        keras_model = built.model
     specs = [tf.TensorSpec([None, *x.shape[1:]], x.dtype) for x in inputs]
 
     def call(*xs: Any) -> Any:
@@ -126,16 +150,54 @@ def _median_round(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
 
 
+def _scaling(layers: list[int]) -> dict[str, Any]:
+    """Warm optimize() of encoders of `layers` layers (one cache: the first compiles), each in a
+    fresh process; prints every stage's time per layer and its largest over smallest."""
+    with tempfile.TemporaryDirectory(prefix="tf_stitch_cache_") as cache:
+        _child("optimize", f"encoder:{layers[0]}", cache)  # compiles the (shared) kernels
+        runs = {n: _child("optimize", f"encoder:{n}", cache) for n in layers}
+    stages = sorted(
+        {name for r in runs.values() for name in r["stages"]},
+        key=lambda name: -runs[layers[-1]]["stages"].get(name, 0.0),
+    )
+    print(f"ms per layer, warm, in a fresh process each ({', '.join(map(str, layers))} layers):")
+    print(f"  {'stage':<34}" + "".join(f"{n:>8}" for n in layers) + "  max/min")
+    for name in [*stages, "total"]:
+        per = [
+            1000 * (r["seconds"] if name == "total" else r["stages"].get(name, 0.0)) / n
+            for n, r in runs.items()
+        ]
+        if name != "total" and max(per) * layers[-1] < 50:  # under 50 ms at the largest
+            continue
+        ratio = max(per) / min(per) if min(per) > 0 else float("inf")
+        print(f"  {name:<34}" + "".join(f"{v:8.1f}" for v in per) + f"  {ratio:7.2f}")
+    return {str(n): r for n, r in runs.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="bert_base", help="a zoo model (default bert_base)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument(
+        "--layers", help="instead: encoders of these many layers (e.g. 1,2,4,8,16,24), warm"
+    )
     parser.add_argument("--child", choices=("optimize", "xla"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         measure = _measure_optimize if args.child == "optimize" else _measure_xla
         print(json.dumps(measure(args.model)))
+        return 0
+    if args.layers:
+        try:
+            counts = sorted({int(n) for n in args.layers.split(",")})
+        except ValueError:
+            parser.error(f"--layers takes comma-separated counts, got {args.layers!r}")
+        if not counts or counts[0] < 1:
+            parser.error("--layers counts must be at least 1")
+        scaling = _scaling(counts)
+        if args.json:
+            Path(args.json).write_text(json.dumps({"scaling": scaling}, indent=1))
         return 0
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")

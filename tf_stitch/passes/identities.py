@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tf_stitch.graph.ir import Graph, Node
+from tf_stitch.graph.ir import Graph, Node, TensorRef
 from tf_stitch.graph.values import constant_value
 from tf_stitch.passes.base import PassContext, graph_pass
 
@@ -19,19 +19,33 @@ def forward_identities(graph: Graph, ctx: PassContext) -> Graph:
     out = graph.copy()
     keep = {r.node for r in out.inputs} | {r.node for r in out.outputs} | set(out.targets)
     control_sources = out.control_consumers()
-    for node in list(out):
+    forward: dict[TensorRef, TensorRef] = {}  # an identity's output -> what it forwards
+
+    def source(ref: TensorRef) -> TensorRef:
+        while ref in forward:
+            ref = forward[ref]
+        return ref
+
+    removed = []
+    for node in out:
         if (
             not _is_identity(out, node)
             or node.control_inputs
             or node.name in keep
             or node.name in control_sources
-            or out.node(node.inputs[0].node).device != node.device
+            or out.node(source(node.inputs[0]).node).device != node.device
         ):
             continue
         for i in range(len(node.outputs) if node.op == "IdentityN" else 1):
-            out.replace_uses(node.output(i), node.inputs[i])
-        # (the permutation constant of an identity Transpose is pruned later)
-        out.remove([node.name])
+            forward[node.output(i)] = node.inputs[i]
+        removed.append(node.name)
+    # every reader rewired in one sweep (one replace_uses per identity scanned the whole graph)
+    for node in out:
+        if any(r in forward for r in node.inputs):
+            node.inputs = [source(r) for r in node.inputs]
+    out.outputs = [source(r) for r in out.outputs]
+    # (the permutation constant of an identity Transpose is pruned later)
+    out.remove(removed)
     return out
 
 
