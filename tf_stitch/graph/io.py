@@ -141,12 +141,21 @@ def _light_node(node: Node) -> node_def_pb2.NodeDef:
     ):
         arr = np.asarray(value.array)
         if arr.size >= _LIGHT_CONST_ELEMENTS:
-            nd = node_def_pb2.NodeDef(name=node.name, op="Placeholder", device=node.device)
-            nd.attr["dtype"].type = tf.as_dtype(value.dtype).as_datatype_enum
-            nd.attr["shape"].shape.CopyFrom(tf.TensorShape(arr.shape).as_proto())
-            nd.input.extend("^" + c for c in node.control_inputs)
-            return nd
+            shape = tf.TensorShape(arr.shape).as_proto()
+            controls = ["^" + c for c in node.control_inputs]
+            return _placeholder(node.name, node.device, tf.as_dtype(value.dtype), shape, controls)
     return node_to_proto(node)
+
+
+def _placeholder(
+    name: str, device: str, dtype: tf.DType, shape: Any, controls: list[str]
+) -> node_def_pb2.NodeDef:
+    """A Placeholder standing in for a large constant during shape inference."""
+    nd = node_def_pb2.NodeDef(name=name, op="Placeholder", device=device)
+    nd.attr["dtype"].type = dtype.as_datatype_enum
+    nd.attr["shape"].shape.CopyFrom(shape)
+    nd.input.extend(controls)
+    return nd
 
 
 def _light_graph_def(gd: graph_pb2.GraphDef) -> graph_pb2.GraphDef:
@@ -167,14 +176,10 @@ def _light_proto(nd: node_def_pb2.NodeDef) -> node_def_pb2.NodeDef | None:
     dtype = tf.as_dtype(tensor.dtype)
     if not dtype.is_floating:
         return None
-    dims = [d.size for d in tensor.tensor_shape.dim]
-    if int(np.prod(dims)) < _LIGHT_CONST_ELEMENTS:
+    if int(np.prod([d.size for d in tensor.tensor_shape.dim])) < _LIGHT_CONST_ELEMENTS:
         return None
-    light = node_def_pb2.NodeDef(name=nd.name, op="Placeholder", device=nd.device)
-    light.attr["dtype"].type = dtype.as_datatype_enum
-    light.attr["shape"].shape.CopyFrom(tensor.tensor_shape)
-    light.input.extend(i for i in nd.input if i.startswith("^"))
-    return light
+    controls = [i for i in nd.input if i.startswith("^")]
+    return _placeholder(nd.name, nd.device, dtype, tensor.tensor_shape, controls)
 
 
 def _infer_shapes(gd: graph_pb2.GraphDef) -> dict[str, list[TensorInfo]]:

@@ -142,10 +142,10 @@ class _Converter:
         data = self._data_inputs(node)
         if data is None or not any(r in self.converted for r in data):
             return False
-        if any(not _rank4(self.graph, node.output(i)) for i in range(len(node.outputs))):
-            return node.op in _REDUCTIONS and self._reduction_axes(node) is not None
-        if node.op in _REDUCTIONS:
+        if node.op in _REDUCTIONS:  # its result may have any rank (see _reduction_axes)
             return self._reduction_axes(node) is not None
+        if not _rank4(self.graph, node.output(0)):
+            return False
         if node.op in _PADS:
             paddings = constant_value(self.graph, node.inputs[1])
             return paddings is not None and paddings.shape == (4, 2)
