@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from tf_stitch.graph import frontends
 from tf_stitch.graph.callable import GraphFunction, function_from_graph_def
+from tf_stitch.graph.held_constants import held_constants
 from tf_stitch.graph.io import GraphDef, graph_to_graph_def, infer_shapes
 from tf_stitch.graph.ir import Graph, TensorRef
 from tf_stitch.passes.base import Options, PassContext
@@ -21,13 +22,14 @@ from tf_stitch.runtime import op_library
 class OptimizedFunction(GraphFunction):
     """A frozen, stitched function with the original's calling convention.
 
-    `graph_def` is the optimized graph, `original` the ConcreteFunction it came from and
-    `context` what the optimizer decided (kernels, reasons, warnings).
+    `graph` is the optimized graph (`graph_def` its GraphDef, made when first read),
+    `original` the ConcreteFunction it came from and `context` what the optimizer decided
+    (kernels, reasons, warnings). TensorFlow runs the graph with its large weights held by
+    reference (graph/held_constants.py): they are not copied into the function it builds.
     """
 
     def __init__(
         self,
-        graph_def: GraphDef,
         graph: Graph,
         context: PassContext,
         original: Any,
@@ -35,14 +37,26 @@ class OptimizedFunction(GraphFunction):
         structured_outputs: Any,
     ) -> None:
         specs = [_spec(graph, r) for r in graph.inputs]
+        held = held_constants(graph)
         flat = function_from_graph_def(
-            graph_def, [str(r) for r in graph.inputs], [str(r) for r in graph.outputs], specs
+            graph_to_graph_def(graph, as_placeholders=held),
+            [str(r) for r in graph.inputs],
+            [str(r) for r in graph.outputs],
+            specs,
+            {name: tf.constant(v.array, tf.as_dtype(v.dtype)) for name, v in held.items()},
         )
         super().__init__(flat, structured_inputs, structured_outputs, _param_names(original), specs)
-        self.graph_def = graph_def
         self.graph = graph
         self.context = context
         self.original = original
+        self._graph_def: GraphDef | None = None
+
+    @property
+    def graph_def(self) -> GraphDef:
+        """The optimized graph as a GraphDef, its weights as constants."""
+        if self._graph_def is None:
+            self._graph_def = graph_to_graph_def(self.graph)
+        return self._graph_def
 
     @property
     def kernels(self) -> list[Any]:
@@ -92,16 +106,15 @@ def optimize(
     """
     frontend = frontends.load(obj, inputs=inputs, outputs=outputs, input_signature=input_signature)
     graph, ctx = optimize_graph(frontend.graph, on_chip_budget, cuda, conv_layout=conv_layout)
-    graph_def = graph_to_graph_def(graph)
     if frontend.kind == "graph_def":
-        return graph_def
+        return graph_to_graph_def(graph)
     original = (
         obj
         if frontend.structured_inputs is None
         else frontends.concrete_function_of(obj, input_signature)
     )
     return OptimizedFunction(
-        graph_def, graph, ctx, original, frontend.structured_inputs, frontend.structured_outputs
+        graph, ctx, original, frontend.structured_inputs, frontend.structured_outputs
     )
 
 

@@ -23,12 +23,14 @@ def test_a_small_model_is_timed_cold_warm_and_against_xla(tmp_path: Path) -> Non
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "lenet5: optimize() cold" in done.stdout and "XLA:CPU compile" in done.stdout
+    assert "first call of the optimized function" in done.stdout
     assert "pass stitch" in done.stdout or "pass outline" in done.stdout
     runs = json.loads(out.read_text())["runs"]
     cold, warm = runs["cold"][0], runs["warm"][0]
     assert cold["kernels"] == warm["kernels"] >= 1
     assert 1 <= cold["distinct_sources"] <= cold["kernels"]
     assert all(s >= 0 for s in cold["stages"].values()) and runs["xla"][0]["seconds"] > 0
+    assert isinstance(warm["first_call"], float)
 
 
 def test_depth_scaling_prints_each_stage_per_layer(tmp_path: Path) -> None:

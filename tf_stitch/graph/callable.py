@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import tensorflow as tf
@@ -15,19 +15,31 @@ IMPORT_SCOPE = "stitched"  # the name scope the graph's nodes run under (and are
 
 
 def function_from_graph_def(
-    graph_def: GraphDef, inputs: Sequence[str], outputs: Sequence[str], specs: Sequence[Any]
+    graph_def: GraphDef,
+    inputs: Sequence[str],
+    outputs: Sequence[str],
+    specs: Sequence[Any],
+    held: Mapping[str, Any] | None = None,
 ) -> Any:
     """A ConcreteFunction taking the `inputs` tensors (flat, in order, matching `specs`) and
-    returning the `outputs` tensors of `graph_def` (imported when it is traced, once)."""
+    returning the `outputs` tensors of `graph_def` (imported when it is traced, once).
+
+    `held` maps Placeholders of `graph_def` (node names) to the values they stand for: each
+    becomes one tensor the function captures, so TensorFlow never copies it into the function's
+    definition (see graph/held_constants.py)."""
     input_names, output_names = list(inputs), list(outputs)
     register_functions(graph_def)
+    # Made eagerly, outside the trace: an eager Identity places each on the default device (a
+    # GPU's, where there is one) without a copy on the CPU.
+    captured = {f"{name}:0": tf.identity(value) for name, value in (held or {}).items()}
 
     def run(*args: Any) -> Any:
+        input_map = dict(zip(input_names, args, strict=True))
+        if captured:
+            func_graph = tf.compat.v1.get_default_graph()
+            input_map.update((name, func_graph.capture(t)) for name, t in captured.items())
         return tf.graph_util.import_graph_def(
-            graph_def,
-            input_map=dict(zip(input_names, args, strict=True)),
-            return_elements=output_names,
-            name=IMPORT_SCOPE,
+            graph_def, input_map=input_map, return_elements=output_names, name=IMPORT_SCOPE
         )
 
     # The concrete function: calling it skips tf.function's dispatch (measured ~0.2 ms a call).

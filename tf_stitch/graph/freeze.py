@@ -110,14 +110,19 @@ def _prune(graph_def: GraphDef, kept_tensors: list[str]) -> None:
                 heapq.heappush(ready, position[user])
     if len(ordered) != len(kept):  # a cycle (a TF1 loop): keep the nodes as they are
         ordered = kept
-    for nd in ordered:
+    # In place: deleting and sorting move the nodes, copying them (extend) would copy every
+    # weight again (0.6 s of BERT-base's freezing).
+    for i in reversed(range(len(graph_def.node))):
+        if graph_def.node[i].name not in needed:
+            del graph_def.node[i]
+    rank = {nd.name: i for i, nd in enumerate(ordered)}
+    graph_def.node.sort(key=lambda nd: rank[nd.name])
+    for nd in graph_def.node:
         # Colocations with the inlined call's inputs (Grappler's), which the passes remove as
         # identities; the variables they kept together are constants now. (The public
         # converter's re-import dropped them too.)
         if "_class" in nd.attr:
             del nd.attr["_class"]
-    del graph_def.node[:]
-    graph_def.node.extend(ordered)
 
 
 def _serialized_functions(graph_def: GraphDef) -> dict[str, bytes]:

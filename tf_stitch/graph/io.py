@@ -6,7 +6,7 @@ fresh `tf.Graph` and every op's output tensors are read back.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
@@ -150,7 +150,7 @@ def _light_node(node: Node) -> node_def_pb2.NodeDef:
 def _placeholder(
     name: str, device: str, dtype: tf.DType, shape: Any, controls: list[str]
 ) -> node_def_pb2.NodeDef:
-    """A Placeholder standing in for a large constant during shape inference."""
+    """A Placeholder standing in for a large constant (in shape inference, or fed by reference)."""
     nd = node_def_pb2.NodeDef(name=name, op="Placeholder", device=device)
     nd.attr["dtype"].type = dtype.as_datatype_enum
     nd.attr["shape"].shape.CopyFrom(shape)
@@ -222,15 +222,27 @@ def node_to_proto(node: Node) -> node_def_pb2.NodeDef:
     return nd
 
 
-def graph_to_graph_def(graph: Graph) -> graph_pb2.GraphDef:
-    """Writes the IR back as a GraphDef that TensorFlow imports."""
+def graph_to_graph_def(graph: Graph, as_placeholders: Collection[str] = ()) -> graph_pb2.GraphDef:
+    """Writes the IR back as a GraphDef that TensorFlow imports. The constants named in
+    `as_placeholders` are written as Placeholders of their dtype and shape, for a caller that
+    feeds their values (graph/held_constants.py)."""
     gd = graph_pb2.GraphDef()
     if graph.versions:
         gd.versions.ParseFromString(graph.versions)
     if graph.library:
         gd.library.ParseFromString(graph.library)
-    gd.node.extend(node_to_proto(n) for n in graph)
+    held = set(as_placeholders)
+    gd.node.extend(_held_placeholder(n) if n.name in held else node_to_proto(n) for n in graph)
     return gd
+
+
+def _held_placeholder(node: Node) -> node_def_pb2.NodeDef:
+    value = node.attrs["value"]
+    if node.op != "Const" or not isinstance(value, TensorValue):
+        raise ValueError(f"only a constant can be fed by reference, not {node.op} {node.name!r}")
+    shape = tf.TensorShape(np.shape(value.array)).as_proto()
+    controls = ["^" + c for c in node.control_inputs]
+    return _placeholder(node.name, node.device, tf.as_dtype(value.dtype), shape, controls)
 
 
 def attr_from_proto(v: attr_value_pb2.AttrValue) -> Any:
@@ -249,7 +261,7 @@ def attr_from_proto(v: attr_value_pb2.AttrValue) -> Any:
         return ShapeValue(_shape(tf.TensorShape(v.shape)))
     if kind == "tensor":
         try:
-            return TensorValue(tf.make_ndarray(v.tensor), tf.as_dtype(v.tensor.dtype).name)
+            return TensorValue(_ndarray(v.tensor), tf.as_dtype(v.tensor.dtype).name)
         except (TypeError, ValueError, NotImplementedError):
             return RawAttr(v.SerializeToString())
     if kind == "func":
@@ -262,6 +274,16 @@ def attr_from_proto(v: attr_value_pb2.AttrValue) -> Any:
                 return AttrList(lk, tuple(_list_item(lk, x) for x in items))
         return AttrList("", ())
     return RawAttr(v.SerializeToString())
+
+
+def _ndarray(tensor: Any) -> np.ndarray:
+    """The tensor's value. A weight's bytes are read once, into an array that cannot be
+    written (values in the IR are never changed in place); `tf.make_ndarray` copies them twice."""
+    dtype = tf.as_dtype(tensor.dtype)
+    if tensor.tensor_content and dtype.is_numpy_compatible and dtype != tf.string:
+        shape = [d.size for d in tensor.tensor_shape.dim]
+        return np.frombuffer(tensor.tensor_content, dtype=dtype.as_numpy_dtype).reshape(shape)
+    return tf.make_ndarray(tensor)
 
 
 def _list_item(kind: str, x: Any) -> Any:
