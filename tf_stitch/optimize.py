@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
 import tensorflow as tf
 
 from tf_stitch.graph import frontends
-from tf_stitch.graph.callable import GraphFunction, function_from_graph_def
+from tf_stitch.graph.callable import GraphFunction, eager_constant, function_from_graph_def
 from tf_stitch.graph.held_constants import held_constants
 from tf_stitch.graph.io import GraphDef, graph_to_graph_def, infer_shapes
 from tf_stitch.graph.ir import Graph, TensorRef
@@ -43,7 +45,7 @@ class OptimizedFunction(GraphFunction):
             [str(r) for r in graph.inputs],
             [str(r) for r in graph.outputs],
             specs,
-            {name: tf.constant(v.array, tf.as_dtype(v.dtype)) for name, v in held.items()},
+            {name: eager_constant(v.array, v.dtype) for name, v in held.items()},
         )
         super().__init__(flat, structured_inputs, structured_outputs, _param_names(original), specs)
         self.graph = graph
@@ -104,18 +106,36 @@ def optimize(
     kernels; TensorFlow's CPU kernels run it too). Default: "NCHW" with `cuda=True`, else
     "NHWC".
     """
-    frontend = frontends.load(obj, inputs=inputs, outputs=outputs, input_signature=input_signature)
-    graph, ctx = optimize_graph(frontend.graph, on_chip_budget, cuda, conv_layout=conv_layout)
-    if frontend.kind == "graph_def":
-        return graph_to_graph_def(graph)
-    original = (
-        obj
-        if frontend.structured_inputs is None
-        else frontends.concrete_function_of(obj, input_signature)
-    )
-    return OptimizedFunction(
-        graph, ctx, original, frontend.structured_inputs, frontend.structured_outputs
-    )
+    with collector_paused():
+        frontend = frontends.load(
+            obj, inputs=inputs, outputs=outputs, input_signature=input_signature
+        )
+        graph, ctx = optimize_graph(frontend.graph, on_chip_budget, cuda, conv_layout=conv_layout)
+        if frontend.kind == "graph_def":
+            return graph_to_graph_def(graph)
+        original = (
+            obj
+            if frontend.structured_inputs is None
+            else frontends.concrete_function_of(obj, input_signature)
+        )
+        return OptimizedFunction(
+            graph, ctx, original, frontend.structured_inputs, frontend.structured_outputs
+        )
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused (and restored as it was). The passes allocate
+    millions of short-lived IR objects, and every collection they trigger walks the whole heap
+    with TensorFlow's and the model's objects in it: measured 0.05-0.9 s of a BERT-base's
+    optimize(), which makes no reference cycles worth collecting before it returns."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def optimize_graph(

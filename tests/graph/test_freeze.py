@@ -108,3 +108,34 @@ def test_the_graph_keeps_its_inputs_and_only_what_the_outputs_need() -> None:
     for n in frozen.graph_def.node:
         assert all(i.lstrip("^").split(":")[0] in seen for i in n.input), n.name
         seen.add(n.name)
+
+
+def test_hold_keeps_large_read_only_weights_out_of_the_graph_def() -> None:
+    _W.append(tf.Variable(tf.random.stateless_normal([64, 64], seed=[3, 4]), name="big"))
+    _W.append(tf.Variable(tf.random.stateless_normal([8], seed=[5, 6]), name="small"))
+    _W.append(tf.Variable(tf.random.stateless_normal([64, 64], seed=[7, 8]), name="looped"))
+    big, small, looped = _W[-3:]
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 64])])
+    def f(x: tf.Tensor) -> tf.Tensor:
+        h = tf.matmul(x, big)
+        h = tf.while_loop(lambda i, h: i < 3, lambda i, h: (i + 1, tf.matmul(h, looped)), (0, h))
+        return h[1][:, :8] + small
+
+    cf = f.get_concrete_function()
+    frozen = freeze(cf, hold=True)
+    by_name = {n.name: n for n in frozen.graph_def.node}
+    assert len(frozen.held) == 1  # not the loop's weight: a loop needs a constant
+    (name, value) = next(iter(frozen.held.items()))
+    assert by_name[name].op == "Placeholder" and np.array_equal(value, big.numpy())
+    contents = [
+        n.attr["value"].tensor.tensor_content for n in frozen.graph_def.node if n.op == "Const"
+    ]
+    assert value.tobytes() not in contents
+    # The IR holds it as a constant again, and the optimized function computes f.
+    graph = tf_stitch.graph.io.graph_from_graph_def(
+        frozen.graph_def, frozen.inputs, frozen.outputs, frozen.held
+    )
+    assert graph.node(name).op == "Const"
+    x = tf.random.stateless_normal([3, 64], seed=[9, 9])
+    assert_close([f(x)], [tf_stitch.optimize(f)(x)])

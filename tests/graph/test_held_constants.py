@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from conftest import assert_close
 from graph_helpers import spec, v1_graph
@@ -57,3 +58,16 @@ def test_an_optimized_function_holds_its_matmul_weights_by_reference() -> None:
     assert len(big) == 2
     x = tf.constant(RNG.standard_normal([3, 256]).astype(np.float32))
     assert_close([mlp(x)], [optimized(x)])
+
+
+def test_eager_constant_freezes_the_array_it_may_share_and_keeps_the_dtype() -> None:
+    from tf_stitch.graph.callable import eager_constant
+
+    array = RNG.standard_normal([64, 64]).astype(np.float32)
+    tensor = eager_constant(array, "float32")
+    assert tensor.dtype == tf.float32 and np.array_equal(tensor.numpy(), array)
+    with pytest.raises(ValueError, match="read-only"):
+        array[0, 0] = 1e6  # TensorFlow may share its memory
+    assert eager_constant(np.arange(4), "int32").dtype == tf.int32  # converted where it differs
+    half = eager_constant(np.ones([2], np.float32), "bfloat16")
+    assert half.dtype == tf.bfloat16 and float(half[1]) == 1.0

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import tensorflow as tf
 from tensorflow.python.framework import convert_to_constants as ctc
 
 from tf_stitch.graph.io import GraphDef
@@ -31,20 +33,33 @@ LOWER = "_lower_using_switch_merge"
 @dataclass(frozen=True)
 class Frozen:
     """A ConcreteFunction frozen: its GraphDef and the names of its (non-variable) input and
-    output tensors there."""
+    output tensors there. `held` are the weights frozen by reference (`freeze(hold=True)`):
+    node name -> value, each a Placeholder of its dtype and shape in `graph_def`."""
 
     inputs: list[str]
     outputs: list[str]
     graph_def: GraphDef
+    held: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-def freeze(concrete: Any) -> Frozen:
+# Variables at least this large are held by reference when asked (smaller ones cost nothing).
+HELD_VARIABLE_ELEMENTS = 1024
+# What a held variable's handle may feed: ops that only read it, whose conversion needs its
+# dtype alone (a loop or call taking the handle needs the value as a constant).
+_READERS = frozenset({"ReadVariableOp", "ResourceGather", "ResourceGatherNd", "Identity"})
+
+
+def freeze(concrete: Any, hold: bool = False) -> Frozen:
     """`concrete` with its variables as constants, lowering restored and the loops' frozen
     weights defined in their bodies (`loop_constants`), control flow without stateful ops made
     stateless (`stateless_control_flow`). Every function whose body changed from the
-    original's gets a new name."""
+    original's gets a new name.
+
+    `hold=True` keeps large variables read only by ReadVariableOps out of the GraphDef: each
+    is a Placeholder there and its value is in `Frozen.held`, copied once (serializing them
+    into constants and reading them back copied a BERT-base's 440 MB of weights four times)."""
     original = concrete.graph.as_graph_def()
-    frozen = _frozen(concrete)
+    frozen = _frozen(concrete, hold)
     graph_def = frozen.graph_def
     restore_lowering(graph_def, original)
     sink_loop_constants(graph_def, frozen.outputs)
@@ -53,7 +68,7 @@ def freeze(concrete: Any) -> Frozen:
     return frozen
 
 
-def _frozen(concrete: Any) -> Frozen:
+def _frozen(concrete: Any, hold: bool) -> Frozen:
     """The variables replaced by constants. TensorFlow's `convert_variables_to_constants_v2`
     also builds a ConcreteFunction of the result, importing the whole graph with its weights
     again (8 of BERT-base's 10 s of freezing); only the GraphDef is needed here, so its
@@ -62,6 +77,7 @@ def _frozen(concrete: Any) -> Frozen:
         data = ctc._FunctionConverterDataInEager(
             func=concrete, lower_control_flow=False, aggressive_inlining=False
         )
+        held = _stand_ins(data) if hold else {}
         graph_def, converted = ctc._replace_variables_by_constants(converter_data=data)
     except (AttributeError, TypeError):  # a TensorFlow whose private converter differs
         function = ctc.convert_variables_to_constants_v2(concrete, lower_control_flow=False)
@@ -75,7 +91,49 @@ def _frozen(concrete: Any) -> Frozen:
     inputs = [t.name for t in concrete.inputs if id(t) not in variables]
     outputs = [t.name for t in concrete.outputs]
     _prune(graph_def, inputs + outputs)
-    return Frozen(inputs, outputs, graph_def)
+    kept = {}
+    for nd in graph_def.node:
+        if nd.name in held:
+            kept[nd.name] = held[nd.name]
+            _make_placeholder(nd, held[nd.name])
+    return Frozen(inputs, outputs, graph_def, kept)
+
+
+def _stand_ins(data: Any) -> dict[str, np.ndarray]:
+    """Takes the large variables that only ReadVariableOps read out of the converter's data:
+    their constants are made of a one-element stand-in (whose Const becomes a Placeholder),
+    and their values are returned by node name."""
+    users: dict[str, list[Any]] = {}
+    for nd in data.graph_def.node:
+        for name in nd.input:
+            users.setdefault(name.lstrip("^").split(":")[0], []).append(nd)
+
+    def only_read(name: str) -> bool:
+        return all(
+            u.op in _READERS and (u.op != "Identity" or only_read(u.name))
+            for u in users.get(name, [])
+        )
+
+    held = {}
+    for name, tensor in list(data.tensor_data.items()):
+        value = tensor.numpy
+        if (
+            isinstance(value, np.ndarray)
+            and value.size >= HELD_VARIABLE_ELEMENTS
+            and value.dtype.kind in "fiub"
+            and only_read(name)
+        ):
+            held[name] = value
+            data.tensor_data[name] = tensor._replace(numpy=np.zeros((1,) * value.ndim, value.dtype))
+    return held
+
+
+def _make_placeholder(nd: Any, value: np.ndarray) -> None:
+    dtype = nd.attr["dtype"].type
+    nd.op = "Placeholder"
+    del nd.attr["value"]
+    nd.attr["dtype"].type = dtype
+    nd.attr["shape"].shape.CopyFrom(tf.TensorShape(value.shape).as_proto())
 
 
 def _prune(graph_def: GraphDef, kept_tensors: list[str]) -> None:

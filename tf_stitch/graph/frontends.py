@@ -106,8 +106,8 @@ def from_concrete_function(cf: Any) -> Frontend:
     # Loops and conditionals stay functional ops (While, If) whose bodies are TensorFlow's:
     # lowered, a loop's back edge would be a cycle in the graph, and a kernel must not span
     # iterations or branches. TensorFlow lowers them itself when it runs the graph.
-    frozen = freeze(cf)
-    graph = graph_from_graph_def(frozen.graph_def, frozen.inputs, frozen.outputs)
+    frozen = freeze(cf, hold=True)
+    graph = graph_from_graph_def(frozen.graph_def, frozen.inputs, frozen.outputs, frozen.held)
     return Frontend(
         graph, "concrete_function", cf.structured_input_signature, cf.structured_outputs
     )

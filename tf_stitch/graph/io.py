@@ -6,7 +6,7 @@ fresh `tf.Graph` and every op's output tensors are read back.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -55,17 +55,22 @@ def graph_from_graph_def(
     data: Any,
     inputs: Sequence[str] | None = None,
     outputs: Sequence[str] | None = None,
+    constants: Mapping[str, np.ndarray] | None = None,
 ) -> Graph:
     """Builds the IR of a GraphDef with shapes from TensorFlow's shape inference.
 
     `inputs` default to the Placeholder nodes; `outputs` to every output of the nodes nobody
-    consumes (nodes with no outputs become targets).
+    consumes (nodes with no outputs become targets). `constants` are the values of
+    Placeholders that stand for constants (weights frozen by reference): they become Consts.
     """
     gd = parse_graph_def(data)
     infos = _infer_shapes(_light_graph_def(gd))
     graph = Graph(library=gd.library.SerializeToString(), versions=gd.versions.SerializeToString())
+    constants = constants or {}
     for nd in gd.node:
         node = _node_from_proto(nd)
+        if nd.name in constants:
+            node = _constant(node, constants[nd.name])
         node.outputs = infos[nd.name]
         graph.add(node)
     graph.inputs = (
@@ -78,6 +83,16 @@ def graph_from_graph_def(
     else:
         graph.outputs, graph.targets = _unconsumed(graph)
     return graph
+
+
+def _constant(placeholder: Node, value: np.ndarray) -> Node:
+    dtype = placeholder.attrs["dtype"]
+    if placeholder.op != "Placeholder" or tf.as_dtype(value.dtype).name != dtype.name:
+        raise ValueError(f"{placeholder.op} {placeholder.name!r} cannot hold a {value.dtype} value")
+    attrs = {"dtype": dtype, "value": TensorValue(value, dtype.name)}
+    return Node(
+        placeholder.name, "Const", [], attrs, [], placeholder.control_inputs, placeholder.device
+    )
 
 
 def _resolve(graph: Graph, names: Sequence[str], what: str) -> list[TensorRef]:
