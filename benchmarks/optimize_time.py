@@ -22,6 +22,7 @@ import datetime
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -110,9 +111,14 @@ def _measure_optimize(model: str) -> dict[str, Any]:
     optimize_module.OptimizedFunction.__init__ = timed(  # type: ignore[method-assign]
         "wrap as a TF function", optimize_module.OptimizedFunction.__init__
     )
+    weights = sum(v.numpy().nbytes for v in concrete.graph.variables)
+    rss_before = _rss_bytes()
     started = time.perf_counter()
     optimized = tf_stitch.optimize(concrete)
     total = time.perf_counter() - started
+    # The process's peak resident memory over what it held before optimize() (the peak of
+    # model building and tracing, before, is below it for the models measured).
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - rss_before
     calls = []
     for _ in range(2):
         started = time.perf_counter()
@@ -124,10 +130,18 @@ def _measure_optimize(model: str) -> dict[str, Any]:
         # time (instantiating and optimizing it): part of what a user waits for, as the
         # compile is of XLA's first call.
         "first_call": calls[0] - calls[1],
+        "peak_bytes": max(peak, 0),
+        "weight_bytes": weights,
         "stages": dict(stages),
         "kernels": len(optimized.kernels),
         "distinct_sources": len({k.source for k in optimized.kernels}),
     }
+
+
+def _rss_bytes() -> int:
+    """This process's resident memory now."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def _measure_xla(model: str) -> dict[str, Any]:
@@ -230,6 +244,13 @@ def main() -> int:
     print(f"XLA:CPU compile (first call - second call): {_spread(xla)}")
     median = _median_round(runs["cold"])
     print(f"kernels: {median['kernels']}, distinct sources: {median['distinct_sources']}")
+    for kind in ("cold", "warm"):
+        peak = max(r["peak_bytes"] for r in runs[kind])
+        weights = median["weight_bytes"]
+        print(
+            f"{kind}: peak memory over the process before optimize(): {peak / 2**20:.0f} MB, "
+            f"{peak / max(weights, 1):.2f}x the weights' {weights / 2**20:.0f} MB (target <= 3)"
+        )
     for kind in ("cold", "warm"):
         run = _median_round(runs[kind])
         print(f"\n{kind} run ({run['seconds']:.2f} s), stages over 2% of it:")

@@ -31,6 +31,7 @@ def test_a_small_model_is_timed_cold_warm_and_against_xla(tmp_path: Path) -> Non
     assert 1 <= cold["distinct_sources"] <= cold["kernels"]
     assert all(s >= 0 for s in cold["stages"].values()) and runs["xla"][0]["seconds"] > 0
     assert isinstance(warm["first_call"], float)
+    assert warm["weight_bytes"] > 0 and warm["peak_bytes"] >= 0 and "peak memory" in done.stdout
 
 
 def test_depth_scaling_prints_each_stage_per_layer(tmp_path: Path) -> None:

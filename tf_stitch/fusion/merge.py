@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 
 from tf_stitch.fusion.decision import Decision, allow, forbid
@@ -36,28 +37,49 @@ def merge_legality(
 
 def creates_cycle(ctx: Context, union: set[str], groups: UnionFind) -> bool:
     """True if a path leaves the union and comes back into it. Every other group becomes one
-    kernel, so a path that reaches one of its members goes on from all of them."""
-    others = [m for m in groups.sets() if len(m) > 1 and m.isdisjoint(union)]
-    owner = {n: m for m in others for n in m}
-    # Nothing after `limit` leads back: edges go forward in `order`, and `limit` is widened to
-    # cover every group that starts before it, so a group reached after it lies wholly after.
-    limit = max(ctx.order[n] for n in union)
-    spans = sorted((min(o), max(o)) for o in ([ctx.order[n] for n in m] for m in others))
-    for lo, hi in spans:
-        if lo > limit:
-            break
-        limit = max(limit, hi)
-    succ = ctx.successors
+    kernel, so a path that reaches one of its members goes on from all of them.
+
+    Only the window between the union and `limit` is walked: edges go forward in `order`, so
+    nothing after `limit` leads back unless it belongs to a group that starts before `limit`
+    (reaching such a group widens `limit` to its last member). Nodes met beyond `limit` wait
+    until it grows past them. Each call costs the window, not the graph (a scan of every group
+    per merge made planning superlinear in the model's depth)."""
+    order, succ = ctx.order, ctx.successors
+    limit = max(order[n] for n in union)
+    spans: dict[str, tuple[int, int] | None] = {}
+
+    def span(name: str) -> tuple[int, int] | None:
+        """(first, last) position of the other group `name` belongs to; None if none."""
+        if name not in groups.parent:
+            return None
+        root = groups.find(name)
+        if root not in spans:
+            members = groups.members(root)
+            positions = [order[m] for m in members]
+            spans[root] = (min(positions), max(positions)) if len(members) > 1 else None
+        return spans[root]
+
     frontier = deque(s for n in union for s in succ.get(n, ()) if s not in union)
+    waiting: list[tuple[int, str]] = []
     seen: set[str] = set()
-    while frontier:
-        name = frontier.popleft()
-        if name in seen or ctx.order[name] > limit:
-            continue
-        seen.add(name)
-        frontier.extend(owner.get(name, ()))
-        for s in succ.get(name, ()):
-            if s in union:
-                return True
-            frontier.append(s)
-    return False
+    while True:
+        while frontier:
+            name = frontier.popleft()
+            if name in seen:
+                continue
+            group = span(name)
+            if order[name] > limit and (group is None or group[0] > limit):
+                heapq.heappush(waiting, (order[name], name))
+                continue
+            seen.add(name)
+            if group is not None:
+                limit = max(limit, group[1])
+                frontier.extend(groups.members(groups.find(name)))
+            for s in succ.get(name, ()):
+                if s in union:
+                    return True
+                frontier.append(s)
+        if not waiting or waiting[0][0] > limit:
+            return False
+        while waiting and waiting[0][0] <= limit:
+            frontier.append(heapq.heappop(waiting)[1])
