@@ -186,7 +186,7 @@ def _scaling(layers: list[int]) -> dict[str, Any]:
         key=lambda name: -runs[layers[-1]]["stages"].get(name, 0.0),
     )
     print(f"ms per layer, warm, in a fresh process each ({', '.join(map(str, layers))} layers):")
-    print(f"  {'stage':<34}" + "".join(f"{n:>8}" for n in layers) + "  max/min")
+    print(f"  {'stage':<34}" + "".join(f"{n:>8}" for n in layers) + "  max/min  last/first")
     for name in [*stages, "total"]:
         per = [
             1000 * (r["seconds"] if name == "total" else r["stages"].get(name, 0.0)) / n
@@ -195,7 +195,10 @@ def _scaling(layers: list[int]) -> dict[str, Any]:
         if name != "total" and max(per) * layers[-1] < 50:  # under 50 ms at the largest
             continue
         ratio = max(per) / min(per) if min(per) > 0 else float("inf")
-        print(f"  {name:<34}" + "".join(f"{v:8.1f}" for v in per) + f"  {ratio:7.2f}")
+        # Growth with depth: a fixed cost spread over more layers falls, and shows in max/min.
+        growth = per[-1] / per[0] if per[0] > 0 else float("inf")
+        cells = "".join(f"{v:8.1f}" for v in per)
+        print(f"  {name:<34}{cells}  {ratio:7.2f}  {growth:10.2f}")
     return {str(n): r for n, r in runs.items()}
 
 
