@@ -4,7 +4,6 @@ kernels of the full workloads with `pytest -m slow`); skipped where nvcc is abse
 
 from __future__ import annotations
 
-import re
 import struct
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -33,11 +32,9 @@ def cubin_architectures(fatbin: Path) -> set[str]:
 
 
 def _compile_all(sources: dict[str, str]) -> dict[str, Path]:
-    # the kernel's name is the only difference between many kernels (RNN steps, layers)
-    unique = {
-        re.sub(r"(__global__ void __launch_bounds__\(\d+\)) \w+\(", r"\1 k(", s): n
-        for n, s in sources.items()
-    }
+    # Each distinct source once: kernels alike (RNN steps, layers) have the same source, their
+    # functions named after it.
+    unique = {s: n for n, s in sources.items()}
     with ThreadPoolExecutor(max_workers=2) as pool:
         paths = list(pool.map(lambda s: compile_fatbin(s).path, unique))
     return dict(zip(unique.values(), paths, strict=True))

@@ -1,4 +1,4 @@
-extern "C" __global__ void __launch_bounds__(256) stitched_0(
+extern "C" __global__ void __launch_bounds__(256) ts_7699575905486d24(
     const float* __restrict__ in0,
     const float* __restrict__ in1,
     const float* __restrict__ in2,

@@ -89,5 +89,8 @@ def test_groups_of_the_same_structure_share_one_source_and_one_compile() -> None
     first, second = optimized.kernels
     assert first.source == second.source and first.cache_key == second.cache_key
     assert first.members != second.members  # each names its own ops
+    # The CUDA builds too: one source, its function named after it.
+    assert first.cuda_source and first.cuda_source == second.cuda_source
+    assert "__global__ void __launch_bounds__(256) ts_" in first.cuda_source
     x = tf.random.stateless_normal([3, 16], seed=[3, 3])
     tf.debugging.assert_near(optimized(x), f(x), rtol=1e-5, atol=1e-5)

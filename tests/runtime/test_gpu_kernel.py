@@ -60,9 +60,13 @@ def test_kernels_with_a_cuda_build_carry_it_and_still_run_on_the_cpu() -> None:
     opt = tf_stitch.optimize(f, cuda=True)
     nodes = {n.name: n for n in opt.graph_def.node if n.op == "StitchedKernel"}
     assert len(nodes) == 2 and all(n.attr["_kernel"].s == b"cuda" for n in nodes.values())
-    for node in nodes.values():
+    sources = {k.node: k.cuda_source for k in opt.kernels}
+    for name, node in nodes.items():
         key = node.attr["cuda_key"].s.decode()
         assert (cache.cache_dir() / "cuda" / key[:2] / f"{key}.fatbin").is_file()
+        # The op looks up the function the source defines, named after the source.
+        function = node.attr["kernel_name"].s.decode()
+        assert function.startswith("ts_") and f" {function}(" in sources[name]
     by_gathers = {n.attr["cuda_gathers"].b: n for n in nodes.values()}
     norm, lookup = by_gathers[False], by_gathers[True]
     assert norm.attr["cuda_launch"].s == b"blocks" and list(norm.attr["row_dims"].list.i) == [64]

@@ -23,6 +23,9 @@ index out of range is reported in the error cell the kernel gets after its outpu
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+
 from tf_stitch.codegen.cpu import (
     CTYPE,
     OPS_PRELUDE,
@@ -93,6 +96,22 @@ def emit_cuda(kernel: Kernel) -> str:
             f"{kernel.name}: {shared} B of shared memory per block (limit {MAX_SHARED_BYTES})"
         )
     return CudaEmitter(kernel).source()
+
+
+# The `__global__` function's name while the source is made; then the source's own hash.
+_NAME_TOKEN = "__tf_stitch_kernel__"
+
+
+def content_named_cuda(kernel: Kernel) -> tuple[str, str]:
+    """(source, function name) of `kernel`'s CUDA build, its `__global__` function named after
+    the source itself (`ts_` and 16 hex digits of its hash): groups that compute the same thing
+    (a model's repeated layers) get one source, one nvcc run and one fatbin."""
+    try:
+        source = emit_cuda(dataclasses.replace(kernel, name=_NAME_TOKEN))
+    except CudaUnsupported as e:
+        raise CudaUnsupported(str(e).replace(_NAME_TOKEN, kernel.name)) from None
+    name = "ts_" + hashlib.sha256(source.encode()).hexdigest()[:16]
+    return source.replace(_NAME_TOKEN, name), name
 
 
 def kernel_arguments(kernel: Kernel) -> list[str]:

@@ -52,11 +52,13 @@ def stitched_kernel_attrs(kernel: Kernel, source: str, cache_key: str) -> dict[s
     }
 
 
-def cuda_attrs(kernel: Kernel, cuda_key: str, launch: str) -> dict[str, Any]:
-    """The attrs of a kernel's CUDA build: its fatbin's key, how it is launched and the
-    elements of a unit (for a thread-per-element launch); `_kernel` selects the op's kernels
-    registered under the "cuda" label."""
+def cuda_attrs(kernel: Kernel, cuda_key: str, launch: str, function: str) -> dict[str, Any]:
+    """The attrs of a kernel's CUDA build: its fatbin's key, the `__global__` function the op
+    looks up in it (`kernel_name`, also what the op's errors call it), how it is launched and
+    the elements of a unit (for a thread-per-element launch); `_kernel` selects the op's
+    kernels registered under the "cuda" label."""
     return {
+        "kernel_name": function.encode(),
         "cuda_key": cuda_key.encode(),
         "cuda_launch": launch.encode(),
         "row_dims": AttrList("i", tuple(_encode_domain(kernel.inner, kernel.split, kernel))),

@@ -20,7 +20,7 @@ from typing import Any
 import tensorflow as tf
 
 from tf_stitch.codegen.cpu import emit_cpu
-from tf_stitch.codegen.cuda import CudaUnsupported, emit_cuda, flat_elements
+from tf_stitch.codegen.cuda import CudaUnsupported, content_named_cuda, flat_elements
 from tf_stitch.codegen.kernel_ir import Kernel
 from tf_stitch.codegen.lower import LoweringError, lower
 from tf_stitch.codegen.op_attrs import cuda_attrs, stitched_kernel_attrs
@@ -50,6 +50,7 @@ class _Built:
     key: str = ""
     error: str = ""
     cuda_source: str = ""
+    cuda_function: str = ""  # its `__global__` function's name
     cuda_unsupported: str = ""  # why the kernel has no CUDA source
     cuda_attrs: dict[str, Any] = field(default_factory=dict)  # of its CUDA build, if built
 
@@ -100,7 +101,7 @@ def _generate(graph: Graph, group: Group, ctx: PassContext) -> _Built | None:
         attrs = stitched_kernel_attrs(kernel, source, "")
         b = _Built(group, node_name, kernel, source, attrs)
         try:
-            b.cuda_source = emit_cuda(kernel)
+            b.cuda_source, b.cuda_function = content_named_cuda(kernel)
         except CudaUnsupported as e:
             b.cuda_unsupported = str(e)
         return b
@@ -112,19 +113,28 @@ def _generate(graph: Graph, group: Group, ctx: PassContext) -> _Built | None:
 
 
 def _compile_all(built: list[_Built], compile_now: bool) -> None:
-    def work(b: _Built) -> None:
+    """Compiles every distinct C++ source once, all of them at once (a model's repeated layers
+    share their kernels' sources)."""
+
+    def work(source: str) -> str | KernelCompileError:
         try:
             if not compile_now:
-                b.key = kernel_key(b.source)
-                return
-            compiled = compile_kernel(b.source)
+                return kernel_key(source)
+            compiled = compile_kernel(source)
             check_loadable(compiled.path)
-            b.key = compiled.key
+            return compiled.key
         except KernelCompileError as e:
-            b.error = f"its kernel cannot be built: {e}"
+            return e
 
+    sources = sorted({b.source for b in built})
     with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
-        list(pool.map(work, built))
+        keys = dict(zip(sources, pool.map(work, sources), strict=True))
+    for b in built:
+        key = keys[b.source]
+        if isinstance(key, KernelCompileError):
+            b.error = f"its kernel cannot be built: {key}"
+        else:
+            b.key = key
 
 
 def _replace(graph: Graph, b: _Built, renamed: dict[TensorRef, TensorRef]) -> None:
@@ -162,25 +172,30 @@ def _replace(graph: Graph, b: _Built, renamed: dict[TensorRef, TensorRef]) -> No
 
 
 def _build_cuda(built: list[_Built], ctx: PassContext) -> None:
-    """Compiles the CUDA source of every kernel that has one into a fatbin (nvcc)."""
+    """Compiles every distinct CUDA source into a fatbin (nvcc), once, all of them at once."""
 
-    def work(b: _Built) -> str:
-        if b.error or not b.cuda_source:
-            return ""
+    def work(source: str) -> Any:
         try:
-            fatbin = compile_fatbin(b.cuda_source)
-        except NvccMissing as e:
-            return str(e)
-        except KernelCompileError as e:
-            b.cuda_unsupported = f"nvcc failed: {e}"
-            return ""
-        launch = "elements" if flat_elements(b.kernel) else "blocks"
-        b.cuda_attrs = cuda_attrs(b.kernel, fatbin.key, launch)
-        return ""
+            return compile_fatbin(source)
+        except (NvccMissing, KernelCompileError) as e:
+            return e
 
+    sources = sorted({b.cuda_source for b in built if not b.error and b.cuda_source})
     with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
-        problems = sorted(set(filter(None, pool.map(work, built))))
-    for message in problems:  # nvcc missing: said once, the kernels stay CPU-only
+        fatbins = dict(zip(sources, pool.map(work, sources), strict=True))
+    problems = set()
+    for b in built:
+        fatbin = fatbins.get(b.cuda_source) if not b.error else None
+        if fatbin is None:
+            continue
+        if isinstance(fatbin, NvccMissing):
+            problems.add(str(fatbin))
+        elif isinstance(fatbin, KernelCompileError):
+            b.cuda_unsupported = f"nvcc failed: {fatbin}"
+        else:
+            launch = "elements" if flat_elements(b.kernel) else "blocks"
+            b.cuda_attrs = cuda_attrs(b.kernel, fatbin.key, launch, b.cuda_function)
+    for message in sorted(problems):  # nvcc missing: said once, the kernels stay CPU-only
         ctx.warnings.append(f"tf_stitch: {message}")
         warnings.warn(f"tf_stitch: {message}", RuntimeWarning, stacklevel=3)
 
