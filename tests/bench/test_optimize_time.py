@@ -24,6 +24,7 @@ def test_a_small_model_is_timed_cold_warm_and_against_xla(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr[-3000:]
     assert "lenet5: optimize() cold" in done.stdout and "XLA:CPU compile" in done.stdout
     assert "first call of the optimized function" in done.stdout
+    assert "largest pass:" in done.stdout
     assert "pass stitch" in done.stdout or "pass outline" in done.stdout
     runs = json.loads(out.read_text())["runs"]
     cold, warm = runs["cold"][0], runs["warm"][0]
@@ -31,6 +32,7 @@ def test_a_small_model_is_timed_cold_warm_and_against_xla(tmp_path: Path) -> Non
     assert 1 <= cold["distinct_sources"] <= cold["kernels"]
     assert all(s >= 0 for s in cold["stages"].values()) and runs["xla"][0]["seconds"] > 0
     assert isinstance(warm["first_call"], float)
+    assert cold["stages"]["compile kernels"] > 0  # the compilers' time, apart from outline's
     assert warm["weight_bytes"] > 0 and warm["peak_bytes"] >= 0 and "peak memory" in done.stdout
 
 
