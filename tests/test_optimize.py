@@ -259,27 +259,3 @@ def test_multi_input_keras_model_is_called_like_the_model() -> None:
     assert_close(model([xa, xb], training=False), optimized([xa, xb]), rtol=1e-4, atol=1e-5)
     report = tf_stitch.count_launches(model, xa, xb)
     assert report.tf_stitch == 1
-
-
-def test_the_garbage_collector_is_paused_during_optimize_and_restored() -> None:
-    import gc
-
-    from tf_stitch.optimize import collector_paused
-
-    assert gc.isenabled()
-    with collector_paused():
-        assert not gc.isenabled()
-    assert gc.isenabled()
-    gc.disable()
-    try:
-        with collector_paused():
-            pass
-        assert not gc.isenabled()  # left as the caller had it
-    finally:
-        gc.enable()
-    try:
-        with collector_paused():
-            raise KeyError("x")
-    except KeyError:
-        pass
-    assert gc.isenabled()

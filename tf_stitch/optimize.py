@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
 import tensorflow as tf
 
+from tf_stitch.collector import collector_paused
 from tf_stitch.graph import frontends
 from tf_stitch.graph.callable import GraphFunction, eager_constant, function_from_graph_def
 from tf_stitch.graph.held_constants import held_constants
@@ -121,21 +120,6 @@ def optimize(
         return OptimizedFunction(
             graph, ctx, original, frontend.structured_inputs, frontend.structured_outputs
         )
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused (and restored as it was). The passes allocate
-    millions of short-lived IR objects, and every collection they trigger walks the whole heap
-    with TensorFlow's and the model's objects in it: measured 0.05-0.9 s of a BERT-base's
-    optimize(), which makes no reference cycles worth collecting before it returns."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def optimize_graph(

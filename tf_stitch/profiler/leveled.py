@@ -15,19 +15,18 @@ estimate) are not recorded at all once warm, so no chain of ops gives a measurab
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import statistics
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import tensorflow as tf
 
+from tf_stitch.collector import collector_paused
 from tf_stitch.profiler import gpu_kernels
 from tf_stitch.profiler.spans import Span, step_spans
 from tf_stitch.profiler.timing import _sync
@@ -49,26 +48,12 @@ def trimmed_mean(values: Sequence[float], trim: float = TRIM) -> float:
     return sum(kept) / len(kept)
 
 
-@contextlib.contextmanager
-def quiet_gc() -> Iterator[None]:
-    """Python's garbage collector collected before and paused during a measured run (as
-    `timeit` does), so that no collection of someone else's garbage lands in a step."""
-    enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def run_model_level(call: Callable[[], Any], steps: int, warmup: int) -> list[float]:
     """Run A: wall time (ns) of each of `steps` synchronized calls, nothing traced."""
     for _ in range(warmup):
         _sync(call())
     times = []
-    with quiet_gc():
+    with collector_paused(collect_first=True):
         for _ in range(steps):
             start = time.perf_counter_ns()
             _sync(call())
@@ -104,7 +89,7 @@ def _trace(
 ) -> tuple[list[TraceEvent], int, list[tuple[TraceEvent, str]]]:
     _start_profiler(logdir, level)
     try:
-        with quiet_gc():
+        with collector_paused(collect_first=True):
             for i in range(steps):
                 with tf.profiler.experimental.Trace(STEP_MARKER, step_num=i, _r=1):
                     _sync(call())
