@@ -153,12 +153,9 @@ def _light_node(node: Node) -> node_def_pb2.NodeDef:
         node.op == "Const"
         and isinstance(value, TensorValue)
         and value.dtype in ("float32", "float16", "bfloat16", "float64")
+        and np.size(value.array) >= _LIGHT_CONST_ELEMENTS
     ):
-        arr = np.asarray(value.array)
-        if arr.size >= _LIGHT_CONST_ELEMENTS:
-            shape = tf.TensorShape(arr.shape).as_proto()
-            controls = ["^" + c for c in node.control_inputs]
-            return _placeholder(node.name, node.device, tf.as_dtype(value.dtype), shape, controls)
+        return _const_as_placeholder(node)
     return node_to_proto(node)
 
 
@@ -247,11 +244,12 @@ def graph_to_graph_def(graph: Graph, as_placeholders: Collection[str] = ()) -> g
     if graph.library:
         gd.library.ParseFromString(graph.library)
     held = set(as_placeholders)
-    gd.node.extend(_held_placeholder(n) if n.name in held else node_to_proto(n) for n in graph)
+    gd.node.extend(_const_as_placeholder(n) if n.name in held else node_to_proto(n) for n in graph)
     return gd
 
 
-def _held_placeholder(node: Node) -> node_def_pb2.NodeDef:
+def _const_as_placeholder(node: Node) -> node_def_pb2.NodeDef:
+    """A Placeholder of a constant's dtype and shape, in its place."""
     value = node.attrs["value"]
     if node.op != "Const" or not isinstance(value, TensorValue):
         raise ValueError(f"only a constant can be fed by reference, not {node.op} {node.name!r}")

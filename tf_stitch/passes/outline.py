@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import tensorflow as tf
 
@@ -126,15 +126,23 @@ def _compile_all(built: list[_Built], compile_now: bool) -> None:
         except KernelCompileError as e:
             return e
 
-    sources = sorted({b.source for b in built})
-    with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
-        keys = dict(zip(sources, pool.map(work, sources), strict=True))
+    keys = _once_each((b.source for b in built), work)
     for b in built:
         key = keys[b.source]
         if isinstance(key, KernelCompileError):
             b.error = f"its kernel cannot be built: {key}"
         else:
             b.key = key
+
+
+_T = TypeVar("_T")
+
+
+def _once_each(sources: Iterable[str], work: Callable[[str], _T]) -> dict[str, _T]:
+    """`work` of every distinct source, once each, all of them at once across the cores."""
+    distinct = sorted(set(sources))
+    with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+        return dict(zip(distinct, pool.map(work, distinct), strict=True))
 
 
 def _replace(graph: Graph, b: _Built, renamed: dict[TensorRef, TensorRef]) -> None:
@@ -180,9 +188,7 @@ def _build_cuda(built: list[_Built], ctx: PassContext) -> None:
         except (NvccMissing, KernelCompileError) as e:
             return e
 
-    sources = sorted({b.cuda_source for b in built if not b.error and b.cuda_source})
-    with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
-        fatbins = dict(zip(sources, pool.map(work, sources), strict=True))
+    fatbins = _once_each((b.cuda_source for b in built if not b.error and b.cuda_source), work)
     problems = set()
     for b in built:
         fatbin = fatbins.get(b.cuda_source) if not b.error else None
