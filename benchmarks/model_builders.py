@@ -10,6 +10,13 @@ no trained model allows, and then the remapper has no bias add to fuse with a co
 by default every variable that holds a single repeated value is redrawn around it (zeros ->
 N(0, 0.05), c -> c * U(0.8, 1.2)), as training would leave it; `keras_init=True` keeps
 Keras' initial values.
+
+Batch-norm statistics are then those of the activations the layer sees (`calibrate_batch_norm`),
+as after training: one forward pass in training mode on another seeded batch of the same
+distribution, with momentum 0 and dropout off, sets each moving mean and variance to its batch's.
+Random statistics make deep residual networks grow their activations block by block
+(EfficientNet-V2-M's pooled features reach 1.6e7, where TensorFlow's own frozen graph gives
+another class than the function), which no trained model does.
 """
 
 from __future__ import annotations
@@ -53,6 +60,38 @@ def trained_like(model: Any, seed: int) -> int:
     return count
 
 
+def _layers(layer: Any) -> list[Any]:
+    out = [layer]
+    for sub in getattr(layer, "layers", []):
+        out += _layers(sub)
+    return out
+
+
+def calibrate_batch_norm(model: Any, inputs: list[tf.Tensor]) -> int:
+    """Sets every BatchNormalization's moving statistics to those of its input on `inputs`
+    (see the module docstring). Returns how many layers were calibrated."""
+    import keras
+
+    layers = {id(x): x for x in _layers(model)}.values()
+    norms = [x for x in layers if isinstance(x, keras.layers.BatchNormalization)]
+    drops = [x for x in layers if isinstance(x, keras.layers.Dropout)]
+    if not norms:
+        return 0
+    saved = [x.momentum for x in norms], [x.rate for x in drops]
+    try:
+        for x in norms:
+            x.momentum = 0.0
+        for x in drops:
+            x.rate = 0.0
+        model(inputs if len(inputs) > 1 else inputs[0], training=True)
+    finally:
+        for x, m in zip(norms, saved[0], strict=True):
+            x.momentum = m
+        for x, r in zip(drops, saved[1], strict=True):
+            x.rate = r
+    return len(norms)
+
+
 def _call(model: Any, many: bool) -> Callable[..., Any]:
     if many:
         return lambda *xs: model(list(xs), training=False)
@@ -65,9 +104,13 @@ def _image_model(arch: str, batch: int, size: int) -> Callable[[int, bool], Real
 
         keras.utils.set_random_seed(seed)
         model = getattr(keras.applications, arch)(weights=None, input_shape=(size, size, 3))
+        x = tf.random.stateless_uniform([batch, size, size, 3], [seed, 0], 0.0, 255.0)
         if not keras_init:
             trained_like(model, seed)
-        x = tf.random.stateless_uniform([batch, size, size, 3], [seed, 0], 0.0, 255.0)
+            calibration = [seed + 1, 0]
+            calibrate_batch_norm(
+                model, [tf.random.stateless_uniform([4, size, size, 3], calibration, 0.0, 255.0)]
+            )
         return RealModel(
             arch,
             f"keras.applications.{arch}, {size}x{size}, batch {batch}",

@@ -31,12 +31,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tensorflow as tf
 
-from benchmarks.model_builders import BUILDERS, RealModel, trained_like
+from benchmarks.model_builders import BUILDERS, RealModel, calibrate_batch_norm, trained_like
 from tf_stitch.bench.measure import Measurement, measure_function
 
 
 def zoo_model(name: str, seed: int, keras_init: bool) -> RealModel:
-    """A model of tf_stitch's zoo at its batch size, weights redrawn as in model_builders."""
+    """A model of tf_stitch's zoo at its batch size, weights redrawn and batch-norm statistics
+    calibrated as in model_builders."""
     from tf_stitch.graph.frontends import is_keras_model
     from tf_stitch.zoo import zoo
 
@@ -45,6 +46,7 @@ def zoo_model(name: str, seed: int, keras_init: bool) -> RealModel:
     model = built.model
     if is_keras_model(model) and not keras_init:
         trained_like(model, seed)
+        calibrate_batch_norm(model, built.make_inputs(4, seed + 1))
     inputs = built.make_inputs(entry.batch, seed)
     many = len(inputs) > 1
     fn = (
