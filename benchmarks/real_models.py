@@ -1,13 +1,14 @@
 """Real models, held out: kernels per step and CPU latency of TF vs XLA vs tf_stitch.
 
     python benchmarks/real_models.py [--only resnet50,t5_small] [--zoo all|NAME,...]
-        [--rounds 15] [--keras-init] [--no-xla-gpu] [--json out.json]
+        [--rounds 15] [--keras-init] [--freeze] [--no-xla-gpu] [--json out.json]
 
 The models (benchmarks/model_builders.py) are built from configuration with public code
 (keras.applications ResNet50, EfficientNet-B0, MobileNetV3-Small, DenseNet121, InceptionV3,
 Xception, ConvNeXt-Tiny and EfficientNetV2-B0, keras_hub's T5 in
 T5-small's configuration, a DLRM-style recommender and Keras' BiLSTM classifier in Keras layers),
-with seeded random weights; `--zoo` adds models of tf_stitch's zoo. Each is optimized, checked
+with seeded random weights; `--zoo` adds models of tf_stitch's zoo. Each is optimized (its
+variables live, as `optimize()` keeps them by default; `--freeze` freezes them), checked
 against TensorFlow (rtol = atol = 1e-4), counted (TF's and tf_stitch's executor traces, XLA:CPU's
 optimized HLO, XLA:GPU's for a deviceless H100 with both GEMM backends, and the model of what
 tf_stitch's graph launches on a GPU) and timed with TF, XLA:CPU and tf_stitch called in turn in
@@ -135,6 +136,9 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keras-init", action="store_true", help="keep Keras' initial values")
     parser.add_argument("--no-xla-gpu", action="store_true", help="skip the XLA:GPU counts")
+    parser.add_argument(
+        "--freeze", action="store_true", help="freeze the variables (serving), not live"
+    )
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
     names = args.only.split(",") if args.only else ([] if args.zoo else list(BUILDERS))
@@ -154,6 +158,7 @@ def main() -> int:
         f"# {now} | {platform.node()} | {platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} CPUs | TensorFlow {tf.__version__} | {args.rounds} interleaved rounds"
         f" | weights {'Keras initial' if args.keras_init else 'trained-like'}"
+        f" | variables {'frozen' if args.freeze else 'live'}"
     )
     print(
         f"{'model':<20}{'TF':>6}{'TFGPU':>6}{'XLA':>6}{'XGPU':>6}{'tsGPU':>6}{'tsCPU':>6}"
@@ -171,6 +176,7 @@ def main() -> int:
             model.inputs,
             args.rounds,
             gpu_target=None if args.no_xla_gpu else "h100",
+            freeze=args.freeze,
         )
         results[name] = m
         print(row(name, m), flush=True)

@@ -69,6 +69,7 @@ def test_the_package_exports_only_the_public_api() -> None:
         "OptimizedFunction",
         "Profile",
         "ProfileError",
+        "VariableWriteError",
         "convert_saved_model",
         "count_launches",
         "explain",

@@ -2,6 +2,7 @@
 TensorFlow. The public API, nothing else."""
 
 from tf_stitch.convert import ConversionError, Converter, convert_saved_model
+from tf_stitch.graph.freeze import VariableWriteError
 from tf_stitch.launches import LaunchReport, count_launches
 from tf_stitch.optimize import OptimizedFunction, explain, function, generated_code, optimize
 from tf_stitch.profiler.api import ProfileError, profile
@@ -22,6 +23,7 @@ __all__ = [
     "OptimizedFunction",
     "Profile",
     "ProfileError",
+    "VariableWriteError",
     "convert_saved_model",
     "count_launches",
     "explain",

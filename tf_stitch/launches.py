@@ -120,7 +120,7 @@ def _gpu_variant(
         optimized.graph
     ):
         return optimized, call
-    gpu = optimize(optimized.original, conv_layout="NCHW")
+    gpu = optimize(optimized.original, conv_layout="NCHW", freeze=not optimized.variables)
     if call is optimized:
         return gpu, gpu
 

@@ -21,12 +21,14 @@ from tf_stitch.runtime import op_library
 
 
 class OptimizedFunction(GraphFunction):
-    """A frozen, stitched function with the original's calling convention.
+    """A stitched function with the original's calling convention.
 
     `graph` is the optimized graph (`graph_def` its GraphDef, made when first read),
     `original` the ConcreteFunction it came from and `context` what the optimizer decided
-    (kernels, reasons, warnings). TensorFlow runs the graph with its large weights held by
-    reference (graph/held_constants.py): they are not copied into the function it builds.
+    (kernels, reasons, warnings). `variables` are the live variables: Placeholder node name ->
+    resource handle; each call reads them (none if the function was frozen). TensorFlow runs
+    the graph with its large constants held by reference (graph/held_constants.py): they are
+    not copied into the function it builds.
     """
 
     def __init__(
@@ -36,6 +38,7 @@ class OptimizedFunction(GraphFunction):
         original: Any,
         structured_inputs: Any,
         structured_outputs: Any,
+        variables: dict[str, Any] | None = None,
     ) -> None:
         specs = [_spec(graph, r) for r in graph.inputs]
         held = held_constants(graph)
@@ -45,16 +48,19 @@ class OptimizedFunction(GraphFunction):
             [str(r) for r in graph.outputs],
             specs,
             {name: eager_constant(v.array, v.dtype) for name, v in held.items()},
+            variables,
         )
         super().__init__(flat, structured_inputs, structured_outputs, _param_names(original), specs)
         self.graph = graph
         self.context = context
         self.original = original
+        self.variables = dict(variables or {})
         self._graph_def: GraphDef | None = None
 
     @property
     def graph_def(self) -> GraphDef:
-        """The optimized graph as a GraphDef, its weights as constants."""
+        """The optimized graph as a GraphDef, its constants as constants and its live
+        variables as Placeholders of their values (named in `variables`)."""
         if self._graph_def is None:
             self._graph_def = graph_to_graph_def(self.graph)
         return self._graph_def
@@ -85,14 +91,19 @@ def optimize(
     on_chip_budget: int | None = None,
     cuda: bool = False,
     conv_layout: str | None = None,
+    freeze: bool = False,
 ) -> Any:
     """Stitches the memory-bound ops of a graph into fused kernels.
 
     A GraphDef (or its serialized bytes) gives a GraphDef; `outputs` names the tensors to keep
     (default: every output of the nodes nobody reads), `inputs` the feeds (default: the
     Placeholders). A ConcreteFunction, a tf.function (traced with `input_signature` if it has
-    none) or a Keras model gives an `OptimizedFunction` called like the original. Variables are
-    frozen into constants. Groups whose kernel cannot be built stay as TensorFlow ops, with a
+    none) or a Keras model gives an `OptimizedFunction` called like the original. Its
+    variables stay live: every call reads them, so `assign`, `set_weights` and optimizer
+    updates are seen; a function that writes variables (a training step) raises
+    `VariableWriteError`. `freeze=True` freezes them into constants instead, as TF-TRT does
+    (later changes are not seen; the optimizer may then fold them, e.g. batch norms into
+    convolution filters). Groups whose kernel cannot be built stay as TensorFlow ops, with a
     warning; if the optimized graph fails validation the original graph is returned.
 
     `cuda=True` also builds each kernel as CUDA (nvcc, sm_80/sm_90 fatbins): those nodes run
@@ -107,7 +118,7 @@ def optimize(
     """
     with collector_paused():
         frontend = frontends.load(
-            obj, inputs=inputs, outputs=outputs, input_signature=input_signature
+            obj, inputs=inputs, outputs=outputs, input_signature=input_signature, freeze=freeze
         )
         graph, ctx = optimize_graph(frontend.graph, on_chip_budget, cuda, conv_layout=conv_layout)
         if frontend.kind == "graph_def":
@@ -118,7 +129,12 @@ def optimize(
             else frontends.concrete_function_of(obj, input_signature)
         )
         return OptimizedFunction(
-            graph, ctx, original, frontend.structured_inputs, frontend.structured_outputs
+            graph,
+            ctx,
+            original,
+            frontend.structured_inputs,
+            frontend.structured_outputs,
+            frontend.variables,
         )
 
 
@@ -187,6 +203,7 @@ def _planned(obj: Any, kwargs: dict[str, Any]) -> PassContext:
         inputs=kwargs.get("inputs"),
         outputs=kwargs.get("outputs"),
         input_signature=kwargs.get("input_signature"),
+        freeze=kwargs.get("freeze", False),
     )
     _, ctx = run_pipeline(frontend.graph, Options(compile=False))
     return ctx
@@ -224,21 +241,28 @@ def format_context(ctx: PassContext) -> str:
 
 
 class StitchFunction:
-    """`@tf_stitch.function`: like `tf.function`, optimizing each traced signature once."""
+    """`@tf_stitch.function`: like `tf.function`, optimizing each traced signature once.
+    Variables stay live unless `freeze=True` (see `optimize`)."""
 
     def __init__(
-        self, fn: Callable[..., Any], input_signature: Any = None, on_chip_budget: int | None = None
+        self,
+        fn: Callable[..., Any],
+        input_signature: Any = None,
+        on_chip_budget: int | None = None,
+        freeze: bool = False,
     ) -> None:
         self.python_function = fn
         self.tf_function = tf.function(fn, input_signature=input_signature)
         self._on_chip_budget = on_chip_budget
+        self._freeze = freeze
         self._cache: dict[int, tuple[Any, OptimizedFunction]] = {}
 
     def get_optimized(self, *args: Any, **kwargs: Any) -> OptimizedFunction:
         concrete = self.tf_function.get_concrete_function(*args, **kwargs)
         hit = self._cache.get(id(concrete))
         if hit is None or hit[0] is not concrete:
-            hit = (concrete, optimize(concrete, on_chip_budget=self._on_chip_budget))
+            optimized = optimize(concrete, on_chip_budget=self._on_chip_budget, freeze=self._freeze)
+            hit = (concrete, optimized)
             self._cache[id(concrete)] = hit
         return hit[1]
 
@@ -251,8 +275,10 @@ def function(
     *,
     input_signature: Any = None,
     on_chip_budget: int | None = None,
+    freeze: bool = False,
 ) -> Any:
-    """Decorator: `@tf_stitch.function` or `@tf_stitch.function(input_signature=[...])`."""
+    """Decorator: `@tf_stitch.function` or `@tf_stitch.function(input_signature=[...])`.
+    Variables stay live (read at every call) unless `freeze=True`."""
     if fn is None:
-        return lambda f: StitchFunction(f, input_signature, on_chip_budget)
-    return StitchFunction(fn, input_signature, on_chip_budget)
+        return lambda f: StitchFunction(f, input_signature, on_chip_budget, freeze)
+    return StitchFunction(fn, input_signature, on_chip_budget, freeze)

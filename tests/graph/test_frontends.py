@@ -1,4 +1,5 @@
-"""load(): every accepted kind of object becomes a frozen Graph; everything else is refused."""
+"""load(): every accepted kind of object becomes a Graph (variables live, or frozen when asked);
+everything else is refused."""
 
 from __future__ import annotations
 
@@ -79,9 +80,9 @@ def test_tf_function_without_signature_says_what_to_pass() -> None:
         load(tf.function(double))
 
 
-def test_variables_are_frozen_into_constants() -> None:
+def test_variables_are_frozen_into_constants_when_asked() -> None:
     v = tf.Variable([1.0, 2.0, 3.0])
-    fe = load(tf.function(lambda x: x * v), input_signature=[spec(3)])
+    fe = load(tf.function(lambda x: x * v), input_signature=[spec(3)], freeze=True)
     assert not {"ReadVariableOp", "VarHandleOp", "ResourceGather"} & set(ops(fe.graph))
     v.assign([5.0, 5.0, 5.0])  # later changes are not seen, as documented
     x = np.ones(3, np.float32)
@@ -92,7 +93,7 @@ def test_keras_model_is_frozen_in_inference_mode() -> None:
     inp = keras.Input((4,))
     out = keras.layers.Dropout(0.9)(keras.layers.Dense(3, activation="relu")(inp))
     model = keras.Model(inp, out)
-    fe = load(model)
+    fe = load(model, freeze=True)
     assert fe.kind == "concrete_function" and len(fe.graph.inputs) == 1
     assert "ReadVariableOp" not in ops(fe.graph)
     x = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)

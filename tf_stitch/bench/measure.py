@@ -73,7 +73,7 @@ def _frozen_error(concrete: Any, inputs: Sequence[Any], expected: Sequence[Any])
     from tf_stitch.graph.callable import function_from_graph_def
     from tf_stitch.graph.io import graph_to_graph_def
 
-    graph = frontends.load(concrete).graph
+    graph = frontends.load(concrete, freeze=True).graph
     specs = [tf.TensorSpec(graph.info(r).shape, graph.info(r).dtype) for r in graph.inputs]
     frozen = function_from_graph_def(
         graph_to_graph_def(graph),
@@ -113,16 +113,18 @@ def measure_function(
     *,
     gpu_target: str | None = "h100",
     step: Step = lambda _: None,
+    freeze: bool = False,
 ) -> Measurement:
-    """Optimizes `fn`, checks it against the original on `inputs`, counts kernels per step and
-    times TF, XLA:CPU and tf_stitch in turn in each of `rounds` rounds. `step(label)` is called
-    before each stage (for a progress bar). `gpu_target=None` skips the XLA:GPU counts."""
+    """Optimizes `fn` (its variables live, or frozen with `freeze`), checks it against the
+    original on `inputs`, counts kernels per step and times TF, XLA:CPU and tf_stitch in turn
+    in each of `rounds` rounds. `step(label)` is called before each stage (for a progress
+    bar). `gpu_target=None` skips the XLA:GPU counts."""
     import tf_stitch
 
     original = tf.function(fn, input_signature=list(signature))
     step("optimize")
     started = time.perf_counter()
-    optimized = tf_stitch.optimize(original.get_concrete_function())
+    optimized = tf_stitch.optimize(original.get_concrete_function(), freeze=freeze)
     optimize_s = time.perf_counter() - started
     step("check")
     expected = [t.numpy() for t in tf.nest.flatten(original(*inputs))]

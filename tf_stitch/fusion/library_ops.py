@@ -105,8 +105,9 @@ def _neighbours(
 
 
 def _fused_epilogue(ctx: Context, node: Node, library: Node) -> bool:
-    """A bias add of `library`'s result that TensorFlow fuses into the call."""
-    if node.op == "BiasAdd":
+    """A bias add (or a batch norm of a convolution, see passes/live_batch_norms.py) of
+    `library`'s result that TensorFlow fuses into the call."""
+    if node.op == "BiasAdd" or (node.op == "FusedBatchNormV3" and library.op == "Conv2D"):
         return True
     found = library_of_epilogue(ctx.graph, node)
     return found is not None and found.name == library.name

@@ -22,24 +22,33 @@ def function_from_graph_def(
     outputs: Sequence[str],
     specs: Sequence[Any],
     held: Mapping[str, Any] | None = None,
+    variables: Mapping[str, Any] | None = None,
 ) -> Any:
     """A ConcreteFunction taking the `inputs` tensors (flat, in order, matching `specs`) and
     returning the `outputs` tensors of `graph_def` (imported when it is traced, once).
 
     `held` maps Placeholders of `graph_def` (node names) to the values they stand for: each
     becomes one tensor the function captures, so TensorFlow never copies it into the function's
-    definition (see graph/held_constants.py)."""
+    definition (see graph/held_constants.py). `variables` maps Placeholders to the resource
+    handles of live variables: the function captures each handle and reads the variable (a
+    ReadVariableOp) every time it runs. Placeholders of `variables` the graph no longer has
+    are skipped."""
     input_names, output_names = list(inputs), list(outputs)
     register_functions(graph_def)
     # Made eagerly, outside the trace: an eager Identity places each on the default device (a
     # GPU's, where there is one) without a copy on the CPU.
     captured = {f"{name}:0": tf.identity(value) for name, value in (held or {}).items()}
+    present = {nd.name: nd for nd in graph_def.node}
+    live = {n: h for n, h in (variables or {}).items() if n in present}
 
     def run(*args: Any) -> Any:
         input_map = dict(zip(input_names, args, strict=True))
-        if captured:
-            func_graph = tf.compat.v1.get_default_graph()
-            input_map.update((name, func_graph.capture(t)) for name, t in captured.items())
+        func_graph = tf.compat.v1.get_default_graph()
+        input_map.update((name, func_graph.capture(t)) for name, t in captured.items())
+        for name, handle in live.items():
+            dtype = tf.as_dtype(present[name].attr["dtype"].type)
+            read = tf.raw_ops.ReadVariableOp(resource=func_graph.capture(handle), dtype=dtype)
+            input_map[f"{name}:0"] = read
         return tf.graph_util.import_graph_def(
             graph_def, input_map=input_map, return_elements=output_names, name=IMPORT_SCOPE
         )

@@ -34,12 +34,16 @@ LOWER = "_lower_using_switch_merge"
 class Frozen:
     """A ConcreteFunction frozen: its GraphDef and the names of its (non-variable) input and
     output tensors there. `held` are the weights frozen by reference (`freeze(hold=True)`):
-    node name -> value, each a Placeholder of its dtype and shape in `graph_def`."""
+    node name -> value, each a Placeholder of its dtype and shape in `graph_def`. `live` are
+    the variables kept live (`freeze(live=True)`): node name -> the variable's resource handle,
+    each a Placeholder of the variable's dtype and shape standing for its value, read when
+    the graph runs."""
 
     inputs: list[str]
     outputs: list[str]
     graph_def: GraphDef
     held: dict[str, np.ndarray] = field(default_factory=dict)
+    live: dict[str, Any] = field(default_factory=dict)
 
 
 # Variables at least this large are held by reference when asked (smaller ones cost nothing).
@@ -49,7 +53,7 @@ HELD_VARIABLE_ELEMENTS = 1024
 _READERS = frozenset({"ReadVariableOp", "ResourceGather", "ResourceGatherNd", "Identity"})
 
 
-def freeze(concrete: Any, hold: bool = False) -> Frozen:
+def freeze(concrete: Any, hold: bool = False, live: bool = False) -> Frozen:
     """`concrete` with its variables as constants, lowering restored and the loops' frozen
     weights defined in their bodies (`loop_constants`), control flow without stateful ops made
     stateless (`stateless_control_flow`). Every function whose body changed from the
@@ -57,9 +61,14 @@ def freeze(concrete: Any, hold: bool = False) -> Frozen:
 
     `hold=True` keeps large variables read only by ReadVariableOps out of the GraphDef: each
     is a Placeholder there and its value is in `Frozen.held`, copied once (serializing them
-    into constants and reading them back copied a BERT-base's 440 MB of weights four times)."""
+    into constants and reading them back copied a BERT-base's 440 MB of weights four times).
+
+    `live=True` freezes no variable: each is a Placeholder for its value (`Frozen.live`), to be
+    read when the graph runs. A function that writes a variable raises `VariableWriteError`
+    (frozen, its writes would be lost)."""
     original = concrete.graph.as_graph_def()
-    frozen = _frozen(concrete, hold)
+    check_no_variable_writes(original)
+    frozen = _frozen(concrete, hold, live)
     graph_def = frozen.graph_def
     restore_lowering(graph_def, original)
     sink_loop_constants(graph_def, frozen.outputs)
@@ -68,7 +77,7 @@ def freeze(concrete: Any, hold: bool = False) -> Frozen:
     return frozen
 
 
-def _frozen(concrete: Any, hold: bool) -> Frozen:
+def _frozen(concrete: Any, hold: bool, live: bool) -> Frozen:
     """The variables replaced by constants. TensorFlow's `convert_variables_to_constants_v2`
     also builds a ConcreteFunction of the result, importing the whole graph with its weights
     again (8 of BERT-base's 10 s of freezing); only the GraphDef is needed here, so its
@@ -77,9 +86,14 @@ def _frozen(concrete: Any, hold: bool) -> Frozen:
         data = ctc._FunctionConverterDataInEager(
             func=concrete, lower_control_flow=False, aggressive_inlining=False
         )
-        held = _stand_ins(data) if hold else {}
+        held, live_names = _stand_ins(data, hold, concrete if live else None)
         graph_def, converted = ctc._replace_variables_by_constants(converter_data=data)
     except (AttributeError, TypeError):  # a TensorFlow whose private converter differs
+        if live:
+            raise RuntimeError(
+                "this TensorFlow's variable converter differs from the one tf_stitch knows: "
+                "variables cannot be kept live; pass freeze=True to freeze them"
+            ) from None
         function = ctc.convert_variables_to_constants_v2(concrete, lower_control_flow=False)
         return Frozen(
             [t.name for t in function.inputs],
@@ -91,18 +105,27 @@ def _frozen(concrete: Any, hold: bool) -> Frozen:
     inputs = [t.name for t in concrete.inputs if id(t) not in variables]
     outputs = [t.name for t in concrete.outputs]
     _prune(graph_def, inputs + outputs)
-    kept = {}
+    kept, handles = {}, {}
     for nd in graph_def.node:
         if nd.name in held:
-            kept[nd.name] = held[nd.name]
             _make_placeholder(nd, held[nd.name])
-    return Frozen(inputs, outputs, graph_def, kept)
+            if nd.name in live_names:
+                handles[nd.name] = concrete.captured_inputs[data.tensor_data[nd.name].index]
+            else:
+                kept[nd.name] = held[nd.name]
+    return Frozen(inputs, outputs, graph_def, kept, handles)
 
 
-def _stand_ins(data: Any) -> dict[str, np.ndarray]:
+def _stand_ins(
+    data: Any, hold: bool, live_from: Any = None
+) -> tuple[dict[str, np.ndarray], set[str]]:
     """Takes the large variables that only ReadVariableOps read out of the converter's data:
     their constants are made of a one-element stand-in (whose Const becomes a Placeholder),
-    and their values are returned by node name."""
+    and their values are returned by node name (`hold`).
+
+    With `live_from` (the ConcreteFunction), every variable of it is taken, of any size, and
+    named in the set returned; one whose handle a loop or call takes gets a stand-in of its own
+    shape (the converter gives a loop's variables the shapes of their constants)."""
     users: dict[str, list[Any]] = {}
     for nd in data.graph_def.node:
         for name in nd.input:
@@ -114,18 +137,52 @@ def _stand_ins(data: Any) -> dict[str, np.ndarray]:
             for u in users.get(name, [])
         )
 
-    held = {}
+    held, live = {}, set()
     for name, tensor in list(data.tensor_data.items()):
-        value = tensor.numpy
-        if (
-            isinstance(value, np.ndarray)
-            and value.size >= HELD_VARIABLE_ELEMENTS
-            and value.dtype.kind in "fiub"
-            and only_read(name)
-        ):
-            held[name] = value
-            data.tensor_data[name] = tensor._replace(numpy=np.zeros((1,) * value.ndim, value.dtype))
-    return held
+        value = np.asarray(tensor.numpy)
+        if live_from is not None and live_from.captured_inputs[tensor.index].dtype == tf.resource:
+            live.add(name)
+            shape = (1,) * value.ndim if only_read(name) else value.shape
+        elif hold and value.size >= HELD_VARIABLE_ELEMENTS and value.dtype.kind in "fiub":
+            if not only_read(name):
+                continue
+            shape = (1,) * value.ndim
+        else:
+            continue
+        held[name] = value
+        data.tensor_data[name] = tensor._replace(numpy=np.zeros(shape, value.dtype))
+    return held, live
+
+
+class VariableWriteError(ValueError):
+    """The function writes a variable, which tf_stitch cannot keep live yet."""
+
+
+# Ops that write a resource variable (the prefixes of their families).
+_WRITERS = (
+    "AssignVariableOp",
+    "AssignAddVariableOp",
+    "AssignSubVariableOp",
+    "ResourceApply",
+    "ResourceSparseApply",
+    "ResourceScatter",
+    "ResourceStridedSliceAssign",
+    "DestroyResourceOp",
+)
+
+
+def check_no_variable_writes(graph_def: GraphDef) -> None:
+    """Raises VariableWriteError naming the first op of `graph_def` (main graph or a function
+    of its library) that writes a variable."""
+    for node in all_nodes(graph_def):
+        if node.op.startswith(_WRITERS):
+            raise VariableWriteError(
+                f"the function writes a variable ({node.op} {node.name!r}): tf_stitch keeps "
+                "variables live only in functions that read them (inference); a training step "
+                "or any function that assigns variables is not stitched yet. Optimize the "
+                "function without the update (compute the loss and gradients, apply them "
+                "outside), or run it with tf.function"
+            )
 
 
 def _make_placeholder(nd: Any, value: np.ndarray) -> None:

@@ -1,19 +1,21 @@
-"""Everything that can be optimized, turned into one frozen `Graph` plus its call signature.
+"""Everything that can be optimized, turned into one `Graph` plus its call signature.
 
 Accepted: a GraphDef (or its bytes), a `ConcreteFunction`, a `tf.function` (with an input
-signature, given here or declared on it) and a Keras model. Variables are frozen into constants,
-as TF-TRT does: later changes to the variables are not seen by the optimized graph.
+signature, given here or declared on it) and a Keras model. A function's variables stay live by
+default: each is a Placeholder for its value in the graph (`Frontend.variables`), read when the
+optimized function runs, so `assign`, `set_weights` and optimizer updates are seen. With
+`freeze=True` they are frozen into constants, as TF-TRT does: later changes are not seen.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import tensorflow as tf
 
-from tf_stitch.graph.freeze import freeze
+from tf_stitch.graph.freeze import freeze as freeze_function
 from tf_stitch.graph.io import graph_from_graph_def, parse_graph_def
 from tf_stitch.graph.ir import Graph
 
@@ -30,6 +32,8 @@ class Frontend:
     kind: str  # "graph_def" | "concrete_function"
     structured_inputs: Any = None  # (args, kwargs) of TensorSpecs
     structured_outputs: Any = None
+    # Live variables: Placeholder node name -> the variable's resource handle.
+    variables: dict[str, Any] = field(default_factory=dict)
 
 
 def is_keras_model(obj: Any) -> bool:
@@ -46,15 +50,18 @@ def load(
     inputs: Sequence[str] | None = None,
     outputs: Sequence[str] | None = None,
     input_signature: Sequence[tf.TensorSpec] | None = None,
+    freeze: bool = False,
 ) -> Frontend:
-    """Freezes `obj` into a Frontend, or raises TypeError/ValueError saying what is wrong."""
+    """`obj` as a Frontend, its variables frozen if `freeze`, or raises TypeError/ValueError
+    saying what is wrong (`VariableWriteError` for a function that writes variables, unless
+    frozen)."""
     if isinstance(obj, bytes | bytearray | memoryview) or type(obj).__name__ == "GraphDef":
         if input_signature is not None:
             raise TypeError("input_signature applies to functions and Keras models, not GraphDefs")
         return Frontend(graph_from_graph_def(parse_graph_def(obj), inputs, outputs), "graph_def")
     if inputs is not None or outputs is not None:
         raise TypeError("inputs=/outputs= name tensors of a GraphDef; functions have signatures")
-    return from_concrete_function(concrete_function_of(obj, input_signature))
+    return from_concrete_function(concrete_function_of(obj, input_signature), freeze)
 
 
 def concrete_function_of(obj: Any, input_signature: Sequence[tf.TensorSpec] | None) -> Any:
@@ -102,12 +109,16 @@ def _keras_concrete_function(model: Any, input_signature: Sequence[tf.TensorSpec
     return tf.function(call).get_concrete_function(specs[0] if len(specs) == 1 else specs)
 
 
-def from_concrete_function(cf: Any) -> Frontend:
+def from_concrete_function(cf: Any, freeze: bool = False) -> Frontend:
     # Loops and conditionals stay functional ops (While, If) whose bodies are TensorFlow's:
     # lowered, a loop's back edge would be a cycle in the graph, and a kernel must not span
     # iterations or branches. TensorFlow lowers them itself when it runs the graph.
-    frozen = freeze(cf, hold=True)
+    frozen = freeze_function(cf, hold=True, live=not freeze)
     graph = graph_from_graph_def(frozen.graph_def, frozen.inputs, frozen.outputs, frozen.held)
     return Frontend(
-        graph, "concrete_function", cf.structured_input_signature, cf.structured_outputs
+        graph,
+        "concrete_function",
+        cf.structured_input_signature,
+        cf.structured_outputs,
+        frozen.live,
     )

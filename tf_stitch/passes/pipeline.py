@@ -28,6 +28,7 @@ from tf_stitch.passes.fill_likes import fill_likes
 from tf_stitch.passes.fold_channel_scales import fold_channel_scales
 from tf_stitch.passes.fold_constants import fold_constants
 from tf_stitch.passes.identities import forward_identities
+from tf_stitch.passes.live_batch_norms import live_batch_norms
 from tf_stitch.passes.loop_bodies import optimize_loop_bodies
 from tf_stitch.passes.nchw_layout import nchw_layout
 from tf_stitch.passes.outline import outline
@@ -61,6 +62,7 @@ PIPELINE: tuple[Pass, ...] = (
     fold_constants,  # small computations on constants -> constants
     pointwise_matmuls,  # 1x1 convolutions of 1x1 images (squeeze-excite) -> matmuls
     fold_channel_scales,  # conv(x, W) * s + t -> conv(x, W * s) + t: a bias add TF fuses
+    live_batch_norms,  # CPU: conv * s + t of live statistics -> FusedBatchNormV3, fused by TF
     nchw_layout,  # for a GPU: convolutions and the ops after them in NCHW, transposes explicit
     transpose_views,  # again: the transposes of [N, 1, 1, C] operands are views
     fill_likes,  # Fill(Shape(t), c) -> OnesLike(t) / ZerosLike(t): no Shape edge to t
