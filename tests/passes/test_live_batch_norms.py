@@ -60,6 +60,36 @@ def test_the_batch_norm_of_a_convolution_becomes_one_fused_batch_norm(
     assert_same_values(g, out, rtol=1e-5, atol=1e-5)
 
 
+def test_a_biased_convolution_s_bias_goes_into_the_mean() -> None:
+    def build() -> None:  # a Keras Conv2D with its bias, then a batch norm (ResNet-50's blocks)
+        x = tf.compat.v1.placeholder(tf.float32, [None, 6, 6, 3], name="x")
+        mean, var, beta, gamma = _stats(4)
+        bias = tf.compat.v1.placeholder(tf.float32, [4], name="bias")
+        y = tf.nn.batch_normalization(_conv(x, 4) + bias, mean, var, beta, gamma, 1e-3)
+        tf.nn.relu(y, name="out")
+
+    g = v1_graph(build, outputs=["out"])
+    out = _run(g)
+    (bn,) = [n for n in out if n.op == "FusedBatchNormV3"]
+    assert out.node(bn.inputs[0].node).op == "Conv2D"
+    assert out.node(bn.inputs[3].node).op == "Sub"
+    assert_same_values(g, out, rtol=1e-5, atol=1e-5)
+
+
+def test_statistics_shaped_to_broadcast_are_taken_as_vectors() -> None:
+    def build() -> None:  # Keras' batch norm with axis=3 (keras.applications' ResNets)
+        x = tf.compat.v1.placeholder(tf.float32, [None, 6, 6, 3], name="x")
+        mean, var, beta, gamma = (tf.reshape(t, [1, 1, 1, 4]) for t in _stats(4))
+        y = tf.nn.batch_normalization(_conv(x, 4), mean, var, beta, gamma, 1e-3)
+        tf.identity(y, name="out")
+
+    g = v1_graph(build, outputs=["out"])
+    out = _run(g)
+    (bn,) = [n for n in out if n.op == "FusedBatchNormV3"]
+    assert all(out.info(r).shape == (4,) for r in bn.inputs[1:])
+    assert_same_values(g, out, rtol=1e-5, atol=1e-5)
+
+
 def test_the_tf_batch_norm_op_decomposed_is_recomposed() -> None:
     def build() -> None:
         x = tf.compat.v1.placeholder(tf.float32, [2, 6, 6, 3], name="x")
@@ -112,7 +142,7 @@ def test_a_live_keras_batch_norm_is_one_launch_with_its_convolution_and_stays_li
     keras.utils.set_random_seed(0)
     inp = keras.Input((8, 8, 3))
     h = keras.layers.Conv2D(8, 3, padding="same", use_bias=False)(inp)
-    h = keras.layers.ReLU()(keras.layers.BatchNormalization()(h))
+    h = keras.layers.ReLU()(keras.layers.BatchNormalization(axis=3)(h))
     out = keras.layers.Conv2D(4, 1)(h)
     model = keras.Model(inp, out)
     stitched = tf_stitch.optimize(model)

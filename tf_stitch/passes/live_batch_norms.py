@@ -11,7 +11,8 @@ live (`optimize()`'s default), its statistics are read at every call, and Keras'
 
 which would be a stitched kernel after every convolution (ResNet-50: 106 launches instead of
 73 frozen, 0.98x TensorFlow's latency instead of 0.60x). As one FusedBatchNormV3 it costs no
-launch of its own. Only NHWC float32 Conv2Ds whose result nobody else reads are rewritten
+launch of its own; a convolution's own bias before the batch norm goes into its mean (mean -
+b, a vector op). Only NHWC float32 Conv2Ds whose result nobody else reads are rewritten
 (TensorFlow fuses neither depthwise convolutions nor matmuls with a batch norm); for a GPU's
 layout (`conv_layout="NCHW"`) nothing is: cuDNN does not fuse a batch norm either, and the
 stitched kernel is then the epilogue's one launch.
@@ -28,9 +29,12 @@ from tf_stitch.graph.values import constant_value
 from tf_stitch.passes.base import PassContext, graph_pass
 from tf_stitch.passes.builder import NodeBuilder
 
+_VIEWS = frozenset({"Reshape", "ExpandDims", "Squeeze", "Identity"})
+
 
 @dataclass(frozen=True)
 class _BatchNorm:
+    bias: Node | None  # conv + b (a convolution's own bias), before the batch norm
     mul: Node  # conv * s
     add: Node  # ... + t
     scale: TensorRef | None  # gamma
@@ -91,13 +95,20 @@ def _batch_norm(
     channels = shape[-1] if shape else None
     if channels is None:
         return None
-    mul = _only_reader(graph, conv.output(0), readers, "Mul")
+    result = conv.output(0)
+    bias = _only_reader(graph, result, readers, "AddV2")
+    if bias is not None:  # conv + b: the batch norm's mean becomes mean - b
+        b = _other(bias, result)
+        if b is None or not _vector(graph, b, channels) or bias.output(0) in fetched:
+            return None
+        result = bias.output(0)
+    mul = _only_reader(graph, result, readers, "Mul")
     if mul is None or mul.output(0) in fetched:
         return None
     add = _only_reader(graph, mul.output(0), readers, "AddV2")
     if add is None or add.outputs[0].shape != conv.outputs[0].shape:
         return None
-    s, t = _other(mul, conv.output(0)), _other(add, mul.output(0))
+    s, t = _other(mul, result), _other(add, mul.output(0))
     if s is None or t is None or not all(_vector(graph, r, channels) for r in (s, t)):
         return None
     parts = _scale(graph, s)
@@ -110,12 +121,39 @@ def _batch_norm(
     mean, offset = shift
     if not all(_vector(graph, r, channels) for r in (variance, mean, scale, offset) if r):
         return None
-    return _BatchNorm(mul, add, scale, offset, mean, variance, epsilon)
+    return _BatchNorm(bias, mul, add, scale, offset, mean, variance, epsilon)
 
 
 def _vector(graph: Graph, ref: TensorRef, channels: int) -> bool:
+    """A [channels] vector, or one of shape [1, ..., 1, channels] (Keras' batch norm with an
+    explicit `axis=3` reshapes its statistics so)."""
     info = graph.info(ref)
-    return info.dtype == "float32" and info.shape == (channels,)
+    shape = info.shape
+    return (
+        info.dtype == "float32"
+        and shape is not None
+        and len(shape) in (1, 4)
+        and shape[-1] == channels
+        and all(d == 1 for d in shape[:-1])
+    )
+
+
+def _flat(graph: Graph, b: NodeBuilder, ref: TensorRef, channels: int) -> TensorRef:
+    """`ref` as a [channels] vector: itself, the vector it is a view of, or a Reshape of it."""
+    if graph.info(ref).shape == (channels,):
+        return ref
+    producer = graph.node(ref.node)
+    if producer.op in _VIEWS and producer.inputs:
+        source = producer.inputs[0]
+        if graph.info(source).shape == (channels,):
+            return source
+    shape = b.const(np.asarray([channels], np.int32), "int32", "vector_shape")
+    return b.op(
+        "Reshape",
+        [ref, shape],
+        TensorInfo("float32", (channels,)),
+        {"T": DType("float32"), "Tshape": DType("int32")},
+    )
 
 
 def _scale(graph: Graph, s: TensorRef) -> tuple[TensorRef, float, TensorRef | None] | None:
@@ -163,15 +201,26 @@ def _shift(graph: Graph, t: TensorRef, s: TensorRef) -> tuple[TensorRef, TensorR
 
 
 def _rewrite(graph: Graph, conv: Node, bn: _BatchNorm) -> None:
-    channels = conv.outputs[0].shape[-1]  # type: ignore[index]
+    shape = conv.outputs[0].shape
+    assert shape is not None and shape[-1] is not None  # checked by _convolution
+    channels = shape[-1]
     b = NodeBuilder(graph, bn.add.name + "_fused", conv.device)
-    ones = bn.scale or b.const(np.ones(channels, np.float32), "float32", "scale")
-    zeros = bn.offset or b.const(np.zeros(channels, np.float32), "float32", "offset")
+
+    def flat(ref: TensorRef) -> TensorRef:
+        return _flat(graph, b, ref, channels)
+
+    ones = flat(bn.scale) if bn.scale else b.const(np.ones(channels, np.float32), "float32")
+    zeros = flat(bn.offset) if bn.offset else b.const(np.zeros(channels, np.float32), "float32")
     vec = TensorInfo("float32", (channels,))
+    mean = flat(bn.mean)
+    if bn.bias is not None:  # (conv + b - mean) * s + beta
+        b_ref = _other(bn.bias, conv.output(0))
+        assert b_ref is not None
+        mean = b.binary("Sub", mean, flat(b_ref), (channels,))
     node = Node(
         graph.unique_name(f"{bn.add.name}/batch_norm"),
         "FusedBatchNormV3",
-        [conv.output(0), ones, zeros, bn.mean, bn.variance],
+        [conv.output(0), ones, zeros, mean, flat(bn.variance)],
         {
             "T": DType("float32"),
             "U": DType("float32"),
@@ -185,4 +234,4 @@ def _rewrite(graph: Graph, conv: Node, bn: _BatchNorm) -> None:
     )
     graph.add(node)
     graph.replace_uses(bn.add.output(0), node.output(0))
-    graph.remove([bn.add.name, bn.mul.name])
+    graph.remove([n.name for n in (bn.add, bn.mul, bn.bias) if n is not None])
