@@ -77,4 +77,6 @@ def test_the_package_exports_only_the_public_api() -> None:
         "generated_code",
         "optimize",
         "profile",
+        "stitch",
+        "unstitch",
     }

@@ -3,6 +3,7 @@ TensorFlow. The public API, nothing else."""
 
 from tf_stitch.convert import ConversionError, Converter, convert_saved_model
 from tf_stitch.graph.freeze import VariableWriteError
+from tf_stitch.keras_switch import stitch, unstitch
 from tf_stitch.launches import LaunchReport, count_launches
 from tf_stitch.optimize import OptimizedFunction, explain, function, generated_code, optimize
 from tf_stitch.profiler.api import ProfileError, profile
@@ -31,4 +32,6 @@ __all__ = [
     "generated_code",
     "optimize",
     "profile",
+    "stitch",
+    "unstitch",
 ]

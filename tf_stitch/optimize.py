@@ -49,6 +49,7 @@ class OptimizedFunction(GraphFunction):
             specs,
             {name: eager_constant(v.array, v.dtype) for name, v in held.items()},
             variables,
+            graph.targets,
         )
         super().__init__(flat, structured_inputs, structured_outputs, _param_names(original), specs)
         self.graph = graph

@@ -20,7 +20,7 @@ import tensorflow as tf
 from tensorflow.python.framework import convert_to_constants as ctc
 
 from tf_stitch.graph.io import GraphDef
-from tf_stitch.graph.library import all_nodes, function_refs
+from tf_stitch.graph.library import all_nodes, function_refs, library_nodes
 from tf_stitch.graph.loop_constants import sink_loop_constants
 from tf_stitch.graph.stateless_control_flow import make_control_flow_stateless
 
@@ -44,6 +44,8 @@ class Frozen:
     graph_def: GraphDef
     held: dict[str, np.ndarray] = field(default_factory=dict)
     live: dict[str, Any] = field(default_factory=dict)
+    # The ops that write variables (a training step's updates): run with every call.
+    targets: list[str] = field(default_factory=list)
 
 
 # Variables at least this large are held by reference when asked (smaller ones cost nothing).
@@ -64,10 +66,14 @@ def freeze(concrete: Any, hold: bool = False, live: bool = False) -> Frozen:
     into constants and reading them back copied a BERT-base's 440 MB of weights four times).
 
     `live=True` freezes no variable: each is a Placeholder for its value (`Frozen.live`), to be
-    read when the graph runs. A function that writes a variable raises `VariableWriteError`
-    (frozen, its writes would be lost)."""
+    read when the graph runs. A variable the function writes (a training step's update) stays
+    a resource Placeholder (bound to the variable's handle, also in `Frozen.live`), read and
+    written by TensorFlow's own ops in the order the function gives them; the writes are
+    `Frozen.targets`. Frozen, a function that writes a variable raises `VariableWriteError`
+    (its writes would be lost), as does one that writes variables inside loops, conditionals
+    or calls."""
     original = concrete.graph.as_graph_def()
-    check_no_variable_writes(original)
+    check_no_variable_writes(original, main_graph=not live)
     frozen = _frozen(concrete, hold, live)
     graph_def = frozen.graph_def
     restore_lowering(graph_def, original)
@@ -82,9 +88,13 @@ def _frozen(concrete: Any, hold: bool, live: bool) -> Frozen:
     also builds a ConcreteFunction of the result, importing the whole graph with its weights
     again (8 of BERT-base's 10 s of freezing); only the GraphDef is needed here, so its
     converter is called without that step (the public function is the fallback)."""
+    written = written_variables(concrete) if live else {}
     try:
         data = ctc._FunctionConverterDataInEager(
-            func=concrete, lower_control_flow=False, aggressive_inlining=False
+            func=concrete,
+            lower_control_flow=False,
+            aggressive_inlining=False,
+            variable_names_denylist=set(written) or None,
         )
         held, live_names = _stand_ins(data, hold, concrete if live else None)
         graph_def, converted = ctc._replace_variables_by_constants(converter_data=data)
@@ -102,10 +112,18 @@ def _frozen(concrete: Any, hold: bool, live: bool) -> Frozen:
         )
     captures = concrete.graph.internal_captures
     variables = {id(captures[i]) for i in converted}
-    inputs = [t.name for t in concrete.inputs if id(t) not in variables]
+    inputs = [
+        t.name
+        for t in concrete.inputs
+        if id(t) not in variables and t.name.split(":")[0] not in written
+    ]
     outputs = [t.name for t in concrete.outputs]
-    _prune(graph_def, inputs + outputs)
+    targets = [nd.name for nd in graph_def.node if nd.op.startswith(_WRITERS)]
+    _prune(graph_def, inputs + outputs + targets)
     kept, handles = {}, {}
+    for name, (handle, _) in written.items():
+        handles[name] = handle
+    _annotate_reads(graph_def, written)
     for nd in graph_def.node:
         if nd.name in held:
             _make_placeholder(nd, held[nd.name])
@@ -113,7 +131,48 @@ def _frozen(concrete: Any, hold: bool, live: bool) -> Frozen:
                 handles[nd.name] = concrete.captured_inputs[data.tensor_data[nd.name].index]
             else:
                 kept[nd.name] = held[nd.name]
-    return Frozen(inputs, outputs, graph_def, kept, handles)
+    return Frozen(inputs, outputs, graph_def, kept, handles, targets)
+
+
+def written_variables(concrete: Any) -> dict[str, tuple[Any, Any]]:
+    """The variables `concrete`'s main graph writes: the name of each one's captured resource
+    Placeholder -> (its handle, the variable). Raises VariableWriteError for a write to a
+    resource that is not a captured variable."""
+    graph = concrete.graph
+    index = {id(t): i for i, t in enumerate(graph.internal_captures)}
+    by_handle = {id(v.handle): v for v in graph.variables}
+    out = {}
+    for op in graph.get_operations():
+        if not op.type.startswith(_WRITERS) or not op.inputs:
+            continue
+        source = op.inputs[0]
+        while source.op.type == "Identity" and source.op.inputs:
+            source = source.op.inputs[0]
+        i = index.get(id(source))
+        handle = concrete.captured_inputs[i] if i is not None else None
+        variable = by_handle.get(id(handle)) if handle is not None else None
+        if variable is None:
+            raise VariableWriteError(
+                f"{op.type} {op.name!r} writes a resource that is not a variable the function "
+                "captures: tf_stitch cannot keep it live; run the function with tf.function"
+            )
+        out[source.op.name] = (handle, variable)
+    return out
+
+
+def _annotate_reads(graph_def: GraphDef, written: dict[str, tuple[Any, Any]]) -> None:
+    """Gives each ReadVariableOp of a written variable its value's shape (`_shape`): TensorFlow's
+    shape inference does not know a resource Placeholder's (graph/io.py reads the attr)."""
+    sources = {nd.name: nd.input[0] for nd in graph_def.node if nd.op == "Identity" and nd.input}
+    for nd in graph_def.node:
+        if nd.op != "ReadVariableOp" or not nd.input:
+            continue
+        name = nd.input[0].split(":")[0]
+        while name in sources:
+            name = sources[name].split(":")[0]
+        if name in written:
+            shape = written[name][1].shape
+            nd.attr["_shape"].shape.CopyFrom(tf.TensorShape(shape).as_proto())
 
 
 def _stand_ins(
@@ -171,17 +230,21 @@ _WRITERS = (
 )
 
 
-def check_no_variable_writes(graph_def: GraphDef) -> None:
-    """Raises VariableWriteError naming the first op of `graph_def` (main graph or a function
-    of its library) that writes a variable."""
-    for node in all_nodes(graph_def):
+def check_no_variable_writes(graph_def: GraphDef, main_graph: bool = True) -> None:
+    """Raises VariableWriteError naming the first op of `graph_def` that writes a variable: in
+    a function of its library (a loop body, a branch, a call), or also in the main graph."""
+    nodes = all_nodes(graph_def) if main_graph else library_nodes(graph_def)
+    for node in nodes:
         if node.op.startswith(_WRITERS):
+            where = "" if main_graph else " inside a loop, conditional or call"
             raise VariableWriteError(
-                f"the function writes a variable ({node.op} {node.name!r}): tf_stitch keeps "
-                "variables live only in functions that read them (inference); a training step "
-                "or any function that assigns variables is not stitched yet. Optimize the "
-                "function without the update (compute the loss and gradients, apply them "
-                "outside), or run it with tf.function"
+                f"the function writes a variable{where} ({node.op} {node.name!r}): "
+                + (
+                    "frozen, the write would be lost; keep the variables live (freeze=False)"
+                    if main_graph
+                    else "tf_stitch keeps variables live for writes in the function's own "
+                    "graph only; write them outside the loop, or run it with tf.function"
+                )
             )
 
 

@@ -114,7 +114,9 @@ def from_concrete_function(cf: Any, freeze: bool = False) -> Frontend:
     # lowered, a loop's back edge would be a cycle in the graph, and a kernel must not span
     # iterations or branches. TensorFlow lowers them itself when it runs the graph.
     frozen = freeze_function(cf, hold=True, live=not freeze)
-    graph = graph_from_graph_def(frozen.graph_def, frozen.inputs, frozen.outputs, frozen.held)
+    graph = graph_from_graph_def(
+        frozen.graph_def, frozen.inputs, frozen.outputs, frozen.held, frozen.targets
+    )
     return Frontend(
         graph,
         "concrete_function",

@@ -56,12 +56,14 @@ def graph_from_graph_def(
     inputs: Sequence[str] | None = None,
     outputs: Sequence[str] | None = None,
     constants: Mapping[str, np.ndarray] | None = None,
+    targets: Sequence[str] = (),
 ) -> Graph:
     """Builds the IR of a GraphDef with shapes from TensorFlow's shape inference.
 
     `inputs` default to the Placeholder nodes; `outputs` to every output of the nodes nobody
     consumes (nodes with no outputs become targets). `constants` are the values of
     Placeholders that stand for constants (weights frozen by reference): they become Consts.
+    `targets` names nodes that must run besides the outputs (with `outputs` given).
     """
     gd = parse_graph_def(data)
     infos = _infer_shapes(_light_graph_def(gd))
@@ -80,6 +82,10 @@ def graph_from_graph_def(
     )
     if outputs is not None:
         graph.outputs = _resolve(graph, outputs, "output")
+        missing = [t for t in targets if t not in graph]
+        if missing:
+            raise ValueError(f"unknown target(s) {missing}: the graph has no such node")
+        graph.targets = list(targets)
     else:
         graph.outputs, graph.targets = _unconsumed(graph)
     return graph
@@ -182,6 +188,12 @@ def _light_graph_def(gd: graph_pb2.GraphDef) -> graph_pb2.GraphDef:
 
 
 def _light_proto(nd: node_def_pb2.NodeDef) -> node_def_pb2.NodeDef | None:
+    if nd.op == "ReadVariableOp" and "_shape" in nd.attr:
+        # a live variable's read, its value's shape known to tf_stitch (graph/freeze.py), not
+        # to TensorFlow's shape inference: a Placeholder of that shape stands in for it
+        controls = [i for i in nd.input if i.startswith("^")]
+        dtype = tf.as_dtype(nd.attr["dtype"].type)
+        return _placeholder(nd.name, nd.device, dtype, nd.attr["_shape"].shape, controls)
     if nd.op != "Const" or "value" not in nd.attr:
         return None
     tensor = nd.attr["value"].tensor

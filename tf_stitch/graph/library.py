@@ -15,6 +15,12 @@ def all_nodes(graph_def: GraphDef) -> Iterator[Any]:
         yield from function.node_def
 
 
+def library_nodes(graph_def: GraphDef) -> Iterator[Any]:
+    """The nodes of every library function."""
+    for function in graph_def.library.function:
+        yield from function.node_def
+
+
 def function_refs(node: Any) -> Iterator[Any]:
     """Every function reference among `node`'s attrs (a loop's body and cond, a branch, a call's
     function), as the `NameAttrList` messages themselves: renaming one renames the reference."""
