@@ -79,7 +79,7 @@ def test_a_matmul_reading_through_a_concatenation_another_kernel_writes() -> Non
 
     def fn(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         c = tf.concat([tf.tanh(x), tf.sigmoid(x)], -1)  # written by the first kernel
-        return c, tf.nn.relu(tf.matmul(c, w) + 1.0)  # the tile reads the parts in place
+        return c, tf.nn.relu(tf.matmul(c, w) + 1.0) * 2.0  # the tile reads the parts in place
 
     f, opt, ops = _optimize(fn, [S([None, 8])])
     assert ops.count("StitchedKernel") == 2 and not {"ConcatV2", "MatMul"} & set(ops)

@@ -69,3 +69,20 @@ def test_a_vgg_block_runs_its_convolution_bias_and_relu_as_one_launch() -> None:
     np.testing.assert_allclose(optimized(x).numpy(), block(x).numpy(), rtol=1e-5, atol=1e-5)
     report = tf_stitch.count_launches(optimized, x)
     assert "Relu" not in report.tf_stitch_detail.by_type  # fused with the convolution
+
+
+def test_a_live_variable_s_bias_is_a_bias_add_and_a_fed_vector_is_not() -> None:
+    def build() -> None:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 5], name="x")
+        bias = tf.compat.v1.placeholder(tf.float32, [3], name="bias")  # a live variable's value
+        fed = tf.compat.v1.placeholder(tf.float32, [3], name="fed")
+        y = tf.matmul(x, _c(5, 3))
+        tf.identity(tf.nn.relu(y + bias), name="out")
+        tf.identity(tf.matmul(x, _c(5, 3)) + fed, name="other")
+
+    # `bias` is not among the graph's inputs, as a live variable's Placeholder is not
+    g = v1_graph(build, inputs=["x:0", "fed:0"], outputs=["out", "other"])
+    out = run_pass(restore_bias_adds, g)
+    assert ops(out)["BiasAdd"] == 1 and ops(out)["AddV2"] == 1
+    (bias_add,) = [n for n in out if n.op == "BiasAdd"]
+    assert bias_add.inputs[1].node == "bias"

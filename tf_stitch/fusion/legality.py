@@ -295,17 +295,19 @@ FUSED_ACTIVATIONS: dict[str, frozenset[str]] = {
 
 
 def library_of_epilogue(graph: Graph, node: Node) -> Node | None:
-    """The matmul or convolution whose result (through views) `node` adds a constant to, if
+    """The matmul or convolution whose result (through views) `node` adds a bias to — a
+    constant, or a live variable's value (a Placeholder that is not a graph input) — if
     TensorFlow fuses that add into the library call; else None."""
     if node.op not in ("Add", "AddV2") or len(node.inputs) != 2:
         return None
     producers = [graph.nodes.get(r.node) for r in node.inputs]
     if any(p is None for p in producers):
         return None
-    consts = [p for p in producers if p is not None and p.op == "Const"]
-    if len(consts) != 1:
+    weights = [i for i, r in enumerate(node.inputs) if is_weight(graph, r)]
+    if len(weights) != 1:
         return None
-    other = next(p for p in producers if p is not None and p.op != "Const")
+    other = producers[1 - weights[0]]
+    assert other is not None
     for _ in range(3):
         if other.op in LIBRARY_CALLS:
             return other
@@ -313,6 +315,23 @@ def library_of_epilogue(graph: Graph, node: Node) -> Node | None:
             return None
         other = graph.node(other.inputs[0].node)
     return None
+
+
+def is_weight(graph: Graph, ref: TensorRef) -> bool:
+    """A constant, or (through views) a Placeholder that is not fed: a live variable's value."""
+    fed = graph.fed()
+    for _ in range(4):
+        node = graph.nodes.get(ref.node)
+        if node is None:
+            return False
+        if node.op == "Const":
+            return True
+        if node.op == "Placeholder":
+            return ref not in fed
+        if node.op not in _VIEW_OPS or not node.inputs:
+            return False
+        ref = node.inputs[0]
+    return False
 
 
 def is_library_epilogue(graph: Graph, node: Node) -> bool:

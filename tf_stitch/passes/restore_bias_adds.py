@@ -5,14 +5,16 @@ planner leaves such an add to TensorFlow (the epilogue of a matmul or convolutio
 remapper fuses into the library call), it must look as TensorFlow wrote it: Grappler's
 arithmetic optimizer moves a `MaxPool` above a `Relu` (`MaxPool(Relu(x))` -> `Relu(MaxPool(x))`)
 unless the Relu reads a `BiasAdd`, and then the remapper can no longer fuse that Relu with the
-convolution (VGG16: 5 extra Relu launches, one per block). Only an add of a constant vector of
-the result's last (channel) dimension to a MatMul, Conv2D or DepthwiseConv2dNative result is
-rewritten; for an NCHW convolution (passes/nchw_layout.py), of a constant `[1, C, 1, 1]` or
-`[C, 1, 1]` (the bias laid out for NCHW): an NCHW `BiasAdd`.
+convolution (VGG16: 5 extra Relu launches, one per block). Only an add of a constant vector (or
+a live variable's, see graph/freeze.py) of the result's last (channel) dimension to a MatMul,
+Conv2D or DepthwiseConv2dNative result is rewritten; for an NCHW convolution
+(passes/nchw_layout.py), of a constant `[1, C, 1, 1]` or `[C, 1, 1]` (the bias laid out for
+NCHW): an NCHW `BiasAdd`.
 """
 
 from __future__ import annotations
 
+from tf_stitch.fusion.legality import is_weight
 from tf_stitch.graph.ir import DType, Graph
 from tf_stitch.graph.values import constant_value
 from tf_stitch.passes.base import PassContext, graph_pass
@@ -36,17 +38,20 @@ def restore_bias_adds(graph: Graph, ctx: PassContext) -> Graph:
         shape = out.info(x).shape
         value = constant_value(out, bias)
         dtype = node.outputs[0].dtype
-        if shape is None or not shape or value is None or out.info(bias).dtype != dtype:
+        if shape is None or not shape or out.info(bias).dtype != dtype:
             continue
         if node.outputs[0].shape != shape:
             continue
         fmt = producers[library[0]].attrs.get("data_format", b"NHWC")  # type: ignore[union-attr]
-        if fmt == b"NCHW":
+        if value is None:  # a live variable's bias: a [C] vector of a channels-last result
+            if fmt == b"NCHW" or not is_weight(out, bias) or out.info(bias).shape != shape[-1:]:
+                continue
+        elif fmt == b"NCHW":
             channels = shape[1]
             if channels is None or value.shape not in ((1, channels, 1, 1), (channels, 1, 1)):
                 continue
             bias = NodeBuilder(out, node.name, node.device).const(value.reshape(-1), dtype, "bias")
-        elif shape[-1] is None or value.shape != (shape[-1],):
+        elif value is not None and (shape[-1] is None or value.shape != (shape[-1],)):
             continue
         node.op = "BiasAdd"
         node.inputs = [x, bias]

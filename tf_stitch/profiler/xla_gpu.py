@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tf_stitch.profiler.hlo_copies import without_copies
 from tf_stitch.profiler.hlo_kernels import HloKernels, compiler_ir, count_hlo_kernels
 
 TARGETS = {
@@ -77,5 +78,5 @@ def count_xla_gpu_launches(
     fn: Callable[..., Any], inputs: Any, target: str = "h100", triton_gemm: bool = True
 ) -> HloKernels:
     """Count the kernels XLA:GPU (compiled for `target`, no GPU needed) runs for `fn(*inputs)`."""
-    proto = compiler_ir(fn, inputs, "hlo_serialized")
+    proto = without_copies(compiler_ir(fn, inputs, "hlo_serialized"))
     return count_hlo_kernels(optimized_gpu_hlo(proto, target, triton_gemm))
