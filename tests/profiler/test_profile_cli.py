@@ -18,6 +18,7 @@ def _keras_file(tmp_path: Path) -> Path:
     keras.utils.set_random_seed(0)
     inp = keras.Input((16,))
     out = keras.layers.Dense(8, activation="relu", name="hidden")(inp)
+    out = keras.layers.LayerNormalization(name="norm")(out)  # something to stitch
     model = keras.Model(inp, keras.layers.Dense(2, name="out")(out), name="tiny")
     path = tmp_path / "tiny.keras"
     model.save(path)

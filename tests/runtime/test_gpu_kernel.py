@@ -78,7 +78,7 @@ def test_kernels_with_a_cuda_build_carry_it_and_still_run_on_the_cpu() -> None:
 @pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found")
 def test_a_kernel_with_a_matmul_tile_has_a_cuda_build() -> None:
     w = tf.constant(np.random.default_rng(1).standard_normal([32, 24]).astype(np.float32))
-    f = tf.function(lambda x: tf.tanh(tf.matmul(x, w) + 1.0), input_signature=[S([None, 32])])
+    f = tf.function(lambda x: tf.tanh(tf.matmul(x, w) + 1.0) * 2.0, input_signature=[S([None, 32])])
     opt = tf_stitch.optimize(f, cuda=True)
     (node,) = [n for n in opt.graph_def.node if n.op == "StitchedKernel"]
     assert node.attr["_kernel"].s == b"cuda" and node.attr["cuda_launch"].s == b"blocks"
