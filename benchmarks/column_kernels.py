@@ -10,9 +10,7 @@ Prints kernels per step and medians (min-max) of the three variants called in tu
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
-import platform
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import tensorflow as tf
 
 from benchmarks.compare import compare
+from tf_stitch.bench.report import run_header
 
 
 def batch_norm_training(x: tf.Tensor) -> tf.Tensor:
@@ -50,11 +49,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=30)
     args = parser.parse_args()
-    now = datetime.datetime.now().astimezone().isoformat(timespec="minutes")
-    print(
-        f"# {now} | {platform.node()} | {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} CPUs | TensorFlow {tf.__version__} | {args.rounds} interleaved rounds"
-    )
+    _, header = run_header(f"{args.rounds} interleaved rounds")
+    print(header)
     print(f"{'case':<36}{'kernels TF/XLA/ts':>20}  latency (median, min-max)")
     for name, (fn, shapes) in CASES.items():
         inputs = [tf.random.normal(s, seed=i) for i, s in enumerate(shapes)]

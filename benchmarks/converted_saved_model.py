@@ -12,9 +12,7 @@ the machine.
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
-import platform
 import sys
 from pathlib import Path
 
@@ -25,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 import tf_stitch  # noqa: F401 - registers the StitchedKernel op
+from tf_stitch.bench.report import run_header
 from tf_stitch.profiler.timing import interleaved
 
 
@@ -49,11 +48,8 @@ def main() -> int:
     }
     want, got = original(**feed), converted(**feed)
     diff = max(float(np.max(np.abs(want[k].numpy() - got[k].numpy()))) for k in want)
-    now = datetime.datetime.now().astimezone().isoformat(timespec="minutes")
-    print(
-        f"# {now} | {platform.node()} | {platform.processor() or platform.machine()} | "
-        f"{os.cpu_count()} CPUs | TensorFlow {tf.__version__} | {args.rounds} interleaved rounds"
-    )
+    _, header = run_header(f"{args.rounds} interleaved rounds")
+    print(header)
     print(
         f"# inputs {', '.join(f'{n} {list(t.shape)}' for n, t in feed.items())}; "
         f"max abs diff {diff:.3g}"

@@ -13,11 +13,9 @@ below XLA:CPU's on at least 8 of the 10.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import math
 import os
-import platform
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,9 +23,9 @@ from typing import Any
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import tensorflow as tf
 
 from benchmarks.compare import compare
+from tf_stitch.bench.report import run_header
 from tf_stitch.workloads import WORKLOADS
 
 
@@ -43,11 +41,8 @@ def main() -> int:
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
     names = args.only.split(",") if args.only else list(WORKLOADS)
-    now = datetime.datetime.now().astimezone().isoformat(timespec="minutes")
-    print(
-        f"# {now} | {platform.node()} | {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} CPUs | TensorFlow {tf.__version__} | {args.rounds} interleaved rounds"
-    )
+    now, header = run_header(f"{args.rounds} interleaved rounds")
+    print(header)
     header = (
         f"{'workload':<20}{'kernels TF/XLA/ts':>20}{'ts/XLA':>8}"
         f"{'TF ms':>9}{'XLA ms':>9}{'ts ms':>9}{'ts/TF':>7}{'ts/XLA':>8}{'max err':>10}"

@@ -11,7 +11,6 @@ in turn in every round. Prints the date, the machine and the targets of the foun
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import platform
@@ -26,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import tensorflow as tf
 
 from benchmarks.compare import compare
+from tf_stitch.bench.report import run_header
 from tf_stitch.models.encoder import encoder_layer
 from tf_stitch.profiler.timing import Latency
 
@@ -72,12 +72,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
-    now = datetime.datetime.now().astimezone().isoformat(timespec="minutes")
-    cpu = platform.processor() or platform.machine()
-    print(
-        f"# {now} | {platform.node()} | {cpu}, {os.cpu_count()} CPUs | "
-        f"TensorFlow {tf.__version__} | Python {platform.python_version()}"
-    )
+    now, header = run_header(f"Python {platform.python_version()}")
+    print(header)
     results: dict[str, Any] = {}
     for name, (fn, inputs) in workloads().items():
         r = measure(fn, inputs, args.rounds)
@@ -107,7 +103,11 @@ def main() -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(
-                {"date": now, "machine": cpu, "results": results},
+                {
+                    "date": now,
+                    "machine": platform.processor() or platform.machine(),
+                    "results": results,
+                },
                 f,
                 indent=2,
                 default=lambda o: o.__dict__,

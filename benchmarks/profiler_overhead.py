@@ -12,9 +12,7 @@ the traced step the layer spans cover.
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
-import platform
 import sys
 from pathlib import Path
 
@@ -24,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import tensorflow as tf
 
 import tf_stitch
+from tf_stitch.bench.report import run_header
 
 
 def _models(batch: int) -> dict[str, tuple[object, tf.Tensor]]:
@@ -47,11 +46,8 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--batch", type=int, default=4)
     args = parser.parse_args()
-    now = datetime.datetime.now().astimezone().isoformat(timespec="minutes")
-    print(
-        f"# {now} | {platform.node()} | {os.cpu_count()} CPUs | TensorFlow {tf.__version__} | "
-        f"{args.steps} steps per run"
-    )
+    _, header = run_header(f"{args.steps} steps per run")
+    print(header)
     for name, (model, x) in _models(args.batch).items():
         p = tf_stitch.profile(model, x, steps=args.steps, progress=None)
         m = p.meta

@@ -18,7 +18,6 @@ every round (medians, min-max). Prints the issue's targets and where they are mi
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import math
 import os
@@ -34,6 +33,7 @@ import tensorflow as tf
 
 from benchmarks.model_builders import BUILDERS, RealModel, calibrate_batch_norm, trained_like
 from tf_stitch.bench.measure import Measurement, measure_function
+from tf_stitch.bench.report import run_header
 
 
 def zoo_model(name: str, seed: int, keras_init: bool) -> RealModel:
@@ -153,13 +153,12 @@ def main() -> int:
         zoo_names = known if args.zoo == "all" else args.zoo.split(",")
         if bad := [n for n in zoo_names if n not in known]:
             parser.error(f"not in the zoo: {', '.join(bad)}")
-    now = datetime.datetime.now().astimezone().isoformat(timespec="minutes")
-    print(
-        f"# {now} | {platform.node()} | {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} CPUs | TensorFlow {tf.__version__} | {args.rounds} interleaved rounds"
-        f" | weights {'Keras initial' if args.keras_init else 'trained-like'}"
-        f" | variables {'frozen' if args.freeze else 'live'}"
+    now, header = run_header(
+        f"{args.rounds} interleaved rounds",
+        f"weights {'Keras initial' if args.keras_init else 'trained-like'}",
+        f"variables {'frozen' if args.freeze else 'live'}",
     )
+    print(header)
     print(
         f"{'model':<20}{'TF':>6}{'TFGPU':>6}{'XLA':>6}{'XGPU':>6}{'tsGPU':>6}{'tsCPU':>6}"
         f"{'TF ms':>9}{'XLA ms':>9}{'ts ms':>9}{'ts/TF':>7}{'max err':>10}{'opt s':>8}"

@@ -17,7 +17,6 @@ and tf_stitch called in turn in every round (medians, min-max).
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import math
 import os
@@ -33,6 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
 import tensorflow as tf
+
+from tf_stitch.bench.report import run_header
 
 
 @dataclass
@@ -220,12 +221,8 @@ def main() -> int:
     names = args.only.split(",") if args.only else list(MODELS)
     if bad := [n for n in names if n not in MODELS]:
         parser.error(f"unknown model(s) {', '.join(bad)}; known: {', '.join(MODELS)}")
-    now = datetime.datetime.now().astimezone().isoformat(timespec="minutes")
-    print(
-        f"# {now} | {platform.node()} | {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} CPUs | TensorFlow {tf.__version__} | {args.steps} steps, Adam | "
-        f"{args.rounds} interleaved rounds"
-    )
+    now, header = run_header(f"{args.steps} steps, Adam", f"{args.rounds} interleaved rounds")
+    print(header)
     print(
         f"{'model':<15}{'loss rel':>10}{'w err':>10}{'TF':>6}{'TFGPU':>6}{'XLA':>6}{'XGPU':>6}"
         f"{'tsGPU':>6}{'tsCPU':>6}{'TF ms':>9}{'XLA ms':>9}{'ts ms':>9}{'ts/TF':>7}"

@@ -5,7 +5,16 @@ from __future__ import annotations
 import math
 
 from tf_stitch.bench.measure import Measurement
-from tf_stitch.bench.report import HEADER, geomean, markdown, ratio, rows, summary, text
+from tf_stitch.bench.report import (
+    HEADER,
+    geomean,
+    markdown,
+    ratio,
+    rows,
+    run_header,
+    summary,
+    text,
+)
 from tf_stitch.profiler.timing import Latency
 
 
@@ -76,3 +85,14 @@ def test_tables_have_a_row_per_workload_failures_and_means() -> None:
     assert md.splitlines()[0].startswith("| workload | TF | TF GPU | XLA:CPU |")
     assert len(md.splitlines()) == 2 + len(table)
     assert text(table).splitlines()[1].startswith("a ")
+
+
+def test_every_benchmark_starts_with_the_date_machine_and_tensorflow() -> None:
+    import os
+
+    import tensorflow as tf
+
+    now, line = run_header("5 interleaved rounds", "variables live")
+    assert line.startswith(f"# {now} | ") and now[:4].isdigit()
+    assert f"{os.cpu_count()} CPUs | TensorFlow {tf.__version__} | 5 interleaved rounds" in line
+    assert line.endswith(" | variables live")

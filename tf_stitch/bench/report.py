@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import datetime
 import math
+import os
+import platform
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,6 +16,17 @@ from tf_stitch.bench.measure import KERNEL_COLUMNS, Measurement
 # mean, and never more on any workload), at most 0.4x XLA:CPU's.
 TARGET_VS_XLA_GPU = 0.7
 TARGET_VS_XLA_CPU = 0.4
+
+
+def run_header(*details: str) -> tuple[str, str]:
+    """(the time now, the first line a benchmark prints): date, machine, CPUs and TensorFlow's
+    version, then `details`."""
+    import tensorflow as tf
+
+    now = datetime.datetime.now().astimezone().isoformat(timespec="minutes")
+    cpu = platform.processor() or platform.machine()
+    parts = [f"# {now}", platform.node(), f"{cpu}, {os.cpu_count()} CPUs"]
+    return now, " | ".join([*parts, f"TensorFlow {tf.__version__}", *details])
 
 
 def geomean(values: Iterable[float]) -> float | None:
