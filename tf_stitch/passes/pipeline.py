@@ -21,6 +21,7 @@ from tf_stitch.passes.control_deps import drop_pure_control_deps
 from tf_stitch.passes.decompose_add_n import decompose_add_n
 from tf_stitch.passes.decompose_batch_norm import decompose_batch_norm
 from tf_stitch.passes.decompose_bias_add import decompose_bias_add
+from tf_stitch.passes.decompose_gradients import decompose_gradients
 from tf_stitch.passes.decompose_softmax import decompose_softmax
 from tf_stitch.passes.dump import Dumper
 from tf_stitch.passes.fetch_names import keep_fetch_names
@@ -51,6 +52,7 @@ PIPELINE: tuple[Pass, ...] = (
     decompose_batch_norm,  # inference FusedBatchNorm -> x * s + t
     decompose_bias_add,  # BiasAdd -> AddV2
     decompose_add_n,  # AddN -> AddV2 chain
+    decompose_gradients,  # ReluGrad, SigmoidGrad, TanhGrad, BiasAddGrad, ... -> their math
     static_reshape,  # Reshape targets computed from Shape -> constants
     slice_views,  # x[:, None] and friends -> Reshape
     transpose_views,  # Transposes that only move size-1 axes -> Reshape
