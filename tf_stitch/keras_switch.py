@@ -17,6 +17,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from tf_stitch.optimize import function as stitched_function
+
 _MAKERS = ("make_train_function", "make_test_function", "make_predict_function")
 _FUNCTIONS = ("train_function", "test_function", "predict_function")
 
@@ -71,16 +73,10 @@ def _maker(
         if model.run_eagerly:
             raise ValueError("tf_stitch.stitch: the model runs eagerly (run_eagerly=True)")
         function = _predict_function if predict else _step_function
-        setattr(model, attr, function(model, _stitched(step())))
+        setattr(model, attr, function(model, stitched_function(step())))
         return getattr(model, attr)
 
     return make
-
-
-def _stitched(step: Callable[..., Any]) -> Any:
-    from tf_stitch.optimize import function
-
-    return function(step)
 
 
 def _without_optionals(data: Any) -> Any:

@@ -101,10 +101,12 @@ def optimize(
     Placeholders). A ConcreteFunction, a tf.function (traced with `input_signature` if it has
     none) or a Keras model gives an `OptimizedFunction` called like the original. Its
     variables stay live: every call reads them, so `assign`, `set_weights` and optimizer
-    updates are seen; a function that writes variables (a training step) raises
-    `VariableWriteError`. `freeze=True` freezes them into constants instead, as TF-TRT does
-    (later changes are not seen; the optimizer may then fold them, e.g. batch norms into
-    convolution filters). Groups whose kernel cannot be built stay as TensorFlow ops, with a
+    updates are seen; a function that writes variables (a training step) writes them with
+    TensorFlow's own ops, in its order. `freeze=True` freezes them into constants instead, as
+    TF-TRT does (later changes are not seen; the optimizer may then fold them, e.g. batch norms
+    into convolution filters; a function that writes variables then raises
+    `VariableWriteError`).
+    Groups whose kernel cannot be built stay as TensorFlow ops, with a
     warning; if the optimized graph fails validation the original graph is returned.
 
     `cuda=True` also builds each kernel as CUDA (nvcc, sm_80/sm_90 fatbins): those nodes run

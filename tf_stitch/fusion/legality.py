@@ -335,8 +335,9 @@ def is_weight(graph: Graph, ref: TensorRef) -> bool:
 
 
 def is_library_epilogue(graph: Graph, node: Node) -> bool:
-    """An add of a constant to a matmul/convolution result (through views): TensorFlow fuses
-    it into the library call, so stitching it alone would add a launch, not remove one."""
+    """An add of a bias (a constant or a live variable's value) to a matmul/convolution result
+    (through views): TensorFlow fuses it into the library call, so stitching it alone would
+    add a launch, not remove one."""
     return library_of_epilogue(graph, node) is not None
 
 

@@ -120,9 +120,8 @@ def _frozen(concrete: Any, hold: bool, live: bool) -> Frozen:
     outputs = [t.name for t in concrete.outputs]
     targets = [nd.name for nd in graph_def.node if nd.op.startswith(_WRITERS)]
     _prune(graph_def, inputs + outputs + targets)
-    kept, handles = {}, {}
-    for name, (handle, _) in written.items():
-        handles[name] = handle
+    kept = {}
+    handles = {name: handle for name, (handle, _) in written.items()}
     _annotate_reads(graph_def, written)
     for nd in graph_def.node:
         if nd.name in held:
@@ -199,7 +198,8 @@ def _stand_ins(
     held, live = {}, set()
     for name, tensor in list(data.tensor_data.items()):
         value = np.asarray(tensor.numpy)
-        if live_from is not None and live_from.captured_inputs[tensor.index].dtype == tf.resource:
+        captured = live_from is not None and tensor.index is not None  # not a TF1 VariableV2
+        if captured and live_from.captured_inputs[tensor.index].dtype == tf.resource:
             live.add(name)
             shape = (1,) * value.ndim if only_read(name) else value.shape
         elif hold and value.size >= HELD_VARIABLE_ELEMENTS and value.dtype.kind in "fiub":

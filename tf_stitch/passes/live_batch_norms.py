@@ -28,6 +28,7 @@ from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef
 from tf_stitch.graph.values import constant_value
 from tf_stitch.passes.base import PassContext, graph_pass
 from tf_stitch.passes.builder import NodeBuilder
+from tf_stitch.passes.decompose_common import channels_first
 
 _VIEWS = frozenset({"Reshape", "ExpandDims", "Squeeze", "Identity"})
 
@@ -35,6 +36,7 @@ _VIEWS = frozenset({"Reshape", "ExpandDims", "Squeeze", "Identity"})
 @dataclass(frozen=True)
 class _BatchNorm:
     bias: Node | None  # conv + b (a convolution's own bias), before the batch norm
+    bias_vector: TensorRef | None  # its b
     mul: Node  # conv * s
     add: Node  # ... + t
     scale: TensorRef | None  # gamma
@@ -62,10 +64,9 @@ def live_batch_norms(graph: Graph, ctx: PassContext) -> Graph:
 
 
 def _convolution(node: Node) -> bool:
-    fmt = node.attrs.get("data_format", b"NHWC")
     return (
         node.op == "Conv2D"
-        and (fmt.decode() if isinstance(fmt, bytes) else str(fmt)) == "NHWC"
+        and not channels_first(node)
         and node.outputs[0].dtype == "float32"
         and node.outputs[0].shape is not None
         and node.outputs[0].shape[-1] is not None
@@ -97,6 +98,7 @@ def _batch_norm(
         return None
     result = conv.output(0)
     bias = _only_reader(graph, result, readers, "AddV2")
+    b = None
     if bias is not None:  # conv + b: the batch norm's mean becomes mean - b
         b = _other(bias, result)
         if b is None or not _vector(graph, b, channels) or bias.output(0) in fetched:
@@ -121,7 +123,7 @@ def _batch_norm(
     mean, offset = shift
     if not all(_vector(graph, r, channels) for r in (variance, mean, scale, offset) if r):
         return None
-    return _BatchNorm(bias, mul, add, scale, offset, mean, variance, epsilon)
+    return _BatchNorm(bias, b, mul, add, scale, offset, mean, variance, epsilon)
 
 
 def _vector(graph: Graph, ref: TensorRef, channels: int) -> bool:
@@ -213,10 +215,8 @@ def _rewrite(graph: Graph, conv: Node, bn: _BatchNorm) -> None:
     zeros = flat(bn.offset) if bn.offset else b.const(np.zeros(channels, np.float32), "float32")
     vec = TensorInfo("float32", (channels,))
     mean = flat(bn.mean)
-    if bn.bias is not None:  # (conv + b - mean) * s + beta
-        b_ref = _other(bn.bias, conv.output(0))
-        assert b_ref is not None
-        mean = b.binary("Sub", mean, flat(b_ref), (channels,))
+    if bn.bias_vector is not None:  # (conv + b - mean) * s + beta
+        mean = b.binary("Sub", mean, flat(bn.bias_vector), (channels,))
     node = Node(
         graph.unique_name(f"{bn.add.name}/batch_norm"),
         "FusedBatchNormV3",

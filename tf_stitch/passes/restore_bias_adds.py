@@ -51,7 +51,7 @@ def restore_bias_adds(graph: Graph, ctx: PassContext) -> Graph:
             if channels is None or value.shape not in ((1, channels, 1, 1), (channels, 1, 1)):
                 continue
             bias = NodeBuilder(out, node.name, node.device).const(value.reshape(-1), dtype, "bias")
-        elif value is not None and (shape[-1] is None or value.shape != (shape[-1],)):
+        elif shape[-1] is None or value.shape != (shape[-1],):
             continue
         node.op = "BiasAdd"
         node.inputs = [x, bias]
