@@ -8,6 +8,7 @@ import tensorflow as tf
 import tf_stitch
 from tf_stitch.graph.ir import Graph, Node, TensorInfo, TensorRef
 from tf_stitch.profiler.gpu_launches import (
+    adopts_value,
     count_gpu_launches,
     einsum_kernels,
     gpu_op_type,
@@ -80,6 +81,26 @@ def test_int32_ops_run_on_the_host_and_launch_nothing() -> None:
     )
     got = count_gpu_launches(ops, g, cuda_kernels=())
     assert (got.total, got.by_type, got.on_host) == (1, {"Fill": 1}, {"AddV2": 1, "Less": 1})
+
+
+def test_an_assign_of_a_value_nothing_else_reads_launches_nothing() -> None:
+    g = _graph(
+        _node("h", "Placeholder", [], "resource"),
+        _node("x", "Placeholder", [], "float32"),
+        _node("new", "StitchedKernel", ["x"], "float32"),
+        _node("shared", "AddV2", ["x", "x"], "float32"),
+        _node("reader", "Relu", ["shared"], "float32"),
+        _node("adopts", "AssignVariableOp", ["h", "new"], "float32"),
+        _node("copies", "AssignVariableOp", ["h", "shared"], "float32"),
+        _node("held", "AssignVariableOp", ["h", "x"], "float32"),
+    )
+    assert adopts_value(g, g.node("adopts"))
+    assert not adopts_value(g, g.node("copies"))  # `reader` holds the value too
+    assert not adopts_value(g, g.node("held"))  # a Placeholder's value is held by its feed
+    runs = {OpRun(f"stitched/{n}", "AssignVariableOp"): 1 for n in ("adopts", "copies", "held")}
+    got = count_gpu_launches(OpLaunches(3, 3, 3, runs=runs), g, cuda_kernels=())
+    assert got.by_type == {"AssignVariableOp": 2}
+    assert any("1 AssignVariableOp took over" in n for n in got.notes)
 
 
 def test_multi_kernel_ops_layouts_and_stitched_kernels() -> None:

@@ -28,6 +28,7 @@ from tf_stitch.passes.fetch_names import keep_fetch_names
 from tf_stitch.passes.fill_likes import fill_likes
 from tf_stitch.passes.fold_channel_scales import fold_channel_scales
 from tf_stitch.passes.fold_constants import fold_constants
+from tf_stitch.passes.forward_writes import forward_writes
 from tf_stitch.passes.identities import forward_identities
 from tf_stitch.passes.live_batch_norms import live_batch_norms
 from tf_stitch.passes.loop_bodies import optimize_loop_bodies
@@ -48,6 +49,7 @@ from tf_stitch.passes.transpose_views import transpose_views
 PIPELINE: tuple[Pass, ...] = (
     drop_pure_control_deps,  # control edges from side-effect-free nodes order nothing
     forward_identities,  # frozen variable reads and StopGradients are plain edges
+    forward_writes,  # variable updates: a value assigned, read back by the reads after them
     decompose_softmax,  # Softmax/LogSoftmax -> max, sub, exp, sum, div
     decompose_batch_norm,  # inference FusedBatchNorm -> x * s + t
     decompose_bias_add,  # BiasAdd -> AddV2

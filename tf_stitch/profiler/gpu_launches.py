@@ -15,6 +15,8 @@ TensorFlow runs for it on a GPU:
   does not convert (`gpu_layout.py`, counted on the graph); a call the CPU remapper fused with
   the ops after it (`_FusedConv2D`, `_FusedMatMul`) is one kernel with its bias add and ReLU,
   and one more for each other op it absorbed (`gpu_layout.fused_call_kernels`);
+- an `AssignVariableOp` whose value nothing else reads (a value computed in the step) launches
+  none: TensorFlow's kernel takes over the value's buffer instead of copying it;
 - ops known to launch several kernels on a GPU are counted by `GPU_KERNELS` or, for Einsum,
   by `einsum_kernels`; every other op is one kernel.
 
@@ -126,6 +128,28 @@ def runs_on_host(graph: Graph, node: Node) -> bool:
     return bool(ins) and set(ins) <= _HOST_DTYPES and set(outs) <= _HOST_DTYPES | {"bool"}
 
 
+# Producers whose output an AssignVariableOp cannot take over: it is held elsewhere too (a
+# constant of the graph, a variable's own buffer, a function argument).
+# A view (Identity, Reshape, ...) shares its input's buffer, so it is taken as held too.
+_HELD = frozenset(
+    {"Const", "Placeholder", "ReadVariableOp", "_Arg", "VarHandleOp", "Identity", "IdentityN"}
+    | {"Reshape", "ExpandDims", "Squeeze", "Snapshot"}
+)
+
+
+def adopts_value(graph: Graph, node: Node) -> bool:
+    """Whether an AssignVariableOp takes over its value's buffer rather than copying it: it
+    does when it is the value's last user (resource_variable_ops.cc, `forward_input`), i.e. a
+    value computed in the step that nothing else reads."""
+    if len(node.inputs) != 2:
+        return False
+    value = node.inputs[1]
+    producer = graph.nodes.get(value.node)
+    if producer is None or producer.op in _HELD:
+        return False
+    return sum(ref == value for n in graph for ref in n.inputs) == 1
+
+
 def count_gpu_launches(ops: OpLaunches, graph: Graph, cuda_kernels: Collection[str]) -> GpuLaunches:
     """GPU kernels per step of the optimized `graph`, whose CPU run executed `ops`.
 
@@ -137,6 +161,7 @@ def count_gpu_launches(ops: OpLaunches, graph: Graph, cuda_kernels: Collection[s
     on_host: Counter[str] = Counter()
     notes: list[str] = []
     unknown: Counter[str] = Counter()
+    adopted = 0
     for run, times in ops.runs.items():
         op = gpu_op_type(run.op)
         node = _node(graph, run.node)
@@ -150,6 +175,9 @@ def count_gpu_launches(ops: OpLaunches, graph: Graph, cuda_kernels: Collection[s
         elif node is not None and runs_on_host(graph, node):
             on_host[op] += times
             continue
+        elif op == "AssignVariableOp" and node is not None and adopts_value(graph, node):
+            adopted += times
+            continue
         elif op == "Einsum" and node is not None:
             equation = node.attrs.get("equation", b"")
             kernels = einsum_kernels(equation.decode() if isinstance(equation, bytes) else "")
@@ -162,6 +190,8 @@ def count_gpu_launches(ops: OpLaunches, graph: Graph, cuda_kernels: Collection[s
         else:
             kernels = GPU_KERNELS.get(op, (1, ""))[0]
         by_type[op] += kernels * times
+    if adopted:
+        notes.append(f"{adopted} AssignVariableOp took over their value's buffer: no kernel")
     transposes = layout_transposes(graph)
     if transposes:
         by_type[LAYOUT_TRANSPOSE] += transposes
