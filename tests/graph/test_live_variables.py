@@ -177,6 +177,38 @@ def test_a_keras_training_step_runs_stitched_and_follows_tensorflow() -> None:
     assert it_tf == it_ts == 10
 
 
+def test_a_written_variable_read_in_a_loop_body_is_stitched_there() -> None:
+    """A Keras LSTM's kernels: read at every step of the loop, written by the optimizer after
+    it. The body's reads get the variable's shape, so the body is optimized like any other."""
+
+    def make() -> tuple[tf.Variable, object]:
+        w = tf.Variable(tf.fill([3, 3], 0.25))
+
+        def step(x: tf.Tensor) -> tf.Tensor:
+            def body(i: tf.Tensor, h: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+                return i + 1, tf.tanh(h @ w) * 0.5 + tf.sigmoid(h)
+
+            y = tf.while_loop(lambda i, h: i < 3, body, (0, x))[1]
+            w.assign_sub(tf.reduce_sum(y) * 0.01 * tf.ones([3, 3]))
+            return y
+
+        return w, step
+
+    (w1, plain), (w2, stitched) = make(), make()
+    plain_fn = tf.function(plain, input_signature=[spec(None, 3)])
+    stitched_fn = tf_stitch.function(stitched, input_signature=[spec(None, 3)])
+    x = tf.random.stateless_normal([4, 3], [7, 8])
+    for _ in range(3):
+        assert_close([stitched_fn(x).numpy()], [plain_fn(x).numpy()])
+    assert_close([w2.numpy()], [w1.numpy()])
+    frozen = freeze(plain_fn.get_concrete_function(x), hold=False, live=True)
+    bodies = [f for f in frozen.graph_def.library.function if "body" in f.signature.name]
+    reads = [n for f in bodies for n in f.node_def if n.op == "ReadVariableOp"]
+    assert reads and all(n.attr["_shape"].shape.dim[0].size == 3 for n in reads)
+    optimized = stitched_fn.get_optimized(x)
+    assert any("while" in k.node for k in optimized.kernels)  # a kernel in the loop's body
+
+
 def test_frozen_a_function_that_writes_a_variable_is_refused_by_name() -> None:
     v = tf.Variable(1.0)
 

@@ -103,6 +103,18 @@ def test_an_assign_of_a_value_nothing_else_reads_launches_nothing() -> None:
     assert any("1 AssignVariableOp took over" in n for n in got.notes)
 
 
+def test_a_loop_s_tensor_list_bookkeeping_runs_on_the_host() -> None:
+    g = _graph(_node("x", "Placeholder", [], "float32"))
+    runs = {
+        OpRun("stitched/while/body/push", "TensorListPushBack"): 20,  # not in the graph (a body)
+        OpRun("stitched/while/body/pop", "TensorListPopBack"): 20,
+        OpRun("stitched/stack", "TensorListStack"): 1,  # a concatenation: one kernel
+    }
+    got = count_gpu_launches(OpLaunches(41, 41, 41, runs=runs), g, cuda_kernels=())
+    assert got.by_type == {"TensorListStack": 1}
+    assert got.on_host == {"TensorListPopBack": 20, "TensorListPushBack": 20}
+
+
 def test_multi_kernel_ops_layouts_and_stitched_kernels() -> None:
     g = _graph(
         _node("x", "Placeholder", [], "float32"),

@@ -159,19 +159,66 @@ def written_variables(concrete: Any) -> dict[str, tuple[Any, Any]]:
     return out
 
 
+_LOOPS = ("While", "StatelessWhile")
+
+
 def _annotate_reads(graph_def: GraphDef, written: dict[str, tuple[Any, Any]]) -> None:
     """Gives each ReadVariableOp of a written variable its value's shape (`_shape`): TensorFlow's
-    shape inference does not know a resource Placeholder's (graph/io.py reads the attr)."""
-    sources = {nd.name: nd.input[0] for nd in graph_def.node if nd.op == "Identity" and nd.input}
+    shape inference does not know a resource Placeholder's (graph/io.py reads the attr). So do
+    the reads in the bodies and conditions of the loops the variable's handle is passed to (a
+    Keras LSTM's kernels, read at every step), which loop-bodies then optimizes like any body."""
+    nodes = {nd.name: nd for nd in graph_def.node}
+    shapes = {name: tf.TensorShape(v.shape) for name, (_, v) in written.items()}
+
+    def variable(ref: str) -> str | None:
+        """The written variable a tensor of the graph is the handle of, if any."""
+        for _ in range(64):
+            name, _, index = ref.partition(":")
+            nd = nodes.get(name)
+            if name in shapes:
+                return name
+            if nd is None:
+                return None
+            if nd.op == "Identity" and nd.input:
+                ref = nd.input[0]
+            elif nd.op in _LOOPS and int(index or 0) < len(nd.input):
+                ref = nd.input[int(index or 0)]  # a loop passes its handle through unchanged
+            else:
+                return None
+        return None
+
+    loops: dict[str, dict[int, tf.TensorShape]] = {}  # function -> argument index -> shape
     for nd in graph_def.node:
+        if nd.op == "ReadVariableOp" and nd.input:
+            name = variable(nd.input[0])
+            if name is not None:
+                nd.attr["_shape"].shape.CopyFrom(shapes[name].as_proto())
+        elif nd.op in _LOOPS:
+            for i, ref in enumerate(r for r in nd.input if not r.startswith("^")):
+                name = variable(ref)
+                if name is not None:
+                    for attr in ("body", "cond"):
+                        loops.setdefault(nd.attr[attr].func.name, {})[i] = shapes[name]
+    for fdef in graph_def.library.function:
+        if fdef.signature.name in loops:
+            _annotate_function_reads(fdef, loops[fdef.signature.name])
+
+
+def _annotate_function_reads(fdef: Any, arguments: dict[int, tf.TensorShape]) -> None:
+    """Gives the ReadVariableOps of `fdef` that read its argument i (directly or through
+    Identity nodes) the shape `arguments[i]`."""
+    args = {a.name: arguments[i] for i, a in enumerate(fdef.signature.input_arg) if i in arguments}
+    identities = {nd.name: nd.input[0] for nd in fdef.node_def if nd.op == "Identity" and nd.input}
+    for nd in fdef.node_def:
         if nd.op != "ReadVariableOp" or not nd.input:
             continue
         name = nd.input[0].split(":")[0]
-        while name in sources:
-            name = sources[name].split(":")[0]
-        if name in written:
-            shape = written[name][1].shape
-            nd.attr["_shape"].shape.CopyFrom(tf.TensorShape(shape).as_proto())
+        for _ in range(64):
+            if name not in identities:
+                break
+            name = identities[name].split(":")[0]
+        if name in args:
+            nd.attr["_shape"].shape.CopyFrom(args[name].as_proto())
 
 
 def _stand_ins(

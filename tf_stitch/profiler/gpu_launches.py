@@ -15,6 +15,8 @@ TensorFlow runs for it on a GPU:
   does not convert (`gpu_layout.py`, counted on the graph); a call the CPU remapper fused with
   the ops after it (`_FusedConv2D`, `_FusedMatMul`) is one kernel with its bias add and ReLU,
   and one more for each other op it absorbed (`gpu_layout.fused_call_kernels`);
+- the TensorList ops of a loop that only move references (`LIST_OPS`: push, pop, get, set)
+  run on the host;
 - an `AssignVariableOp` whose value nothing else reads (a value computed in the step) launches
   none: TensorFlow's kernel takes over the value's buffer instead of copying it;
 - ops known to launch several kernels on a GPU are counted by `GPU_KERNELS` or, for Einsum,
@@ -49,6 +51,21 @@ _FUSED_CALLS = frozenset(
 )
 LAYOUT_TRANSPOSE = "Transpose (layout optimizer)"
 _HOST_DTYPES = frozenset({"int32"})
+# TensorList ops that only move references to tensors in the list (a host-side vector): the
+# GPU kernels of list_kernels.h push, set and hand out elements with `set_output`, launching a
+# kernel only to make zeros for an element never set (a loop's lists are filled before read).
+LIST_OPS = frozenset(
+    {
+        "TensorListPushBack",
+        "TensorListPopBack",
+        "TensorListGetItem",
+        "TensorListSetItem",
+        "TensorListReserve",
+        "EmptyTensorList",
+        "TensorListLength",
+        "TensorListElementShape",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -172,7 +189,7 @@ def count_gpu_launches(ops: OpLaunches, graph: Graph, cuda_kernels: Collection[s
             if name not in cuda_kernels:
                 notes.append(f"{name}: no CUDA source, its CPU kernel runs on the host")
             kernels = 1
-        elif node is not None and runs_on_host(graph, node):
+        elif op in LIST_OPS or (node is not None and runs_on_host(graph, node)):
             on_host[op] += times
             continue
         elif op == "AssignVariableOp" and node is not None and adopts_value(graph, node):
