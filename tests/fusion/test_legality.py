@@ -52,7 +52,8 @@ def hand_graph(op: str, monkeypatch: pytest.MonkeyPatch, kind: OpKind) -> Graph:
     f32 = TensorInfo("float32", (4, 8))
     g = Graph()
     g.add(Node("x", "Placeholder", attrs={"dtype": DType("float32")}, outputs=[f32]))
-    g.add(Node("y", op, [TensorRef("x")], {"T": DType("float32")}, [f32]))
+    operands = [TensorRef("x")] * (2 if kind is OpKind.BATCH_MATMUL else 1)  # well formed
+    g.add(Node("y", op, operands, {"T": DType("float32")}, [f32]))
     g.add(Node("z", "Exp", [TensorRef("y")], {"T": DType("float32")}, [f32]))
     g.inputs, g.outputs = [TensorRef("x")], [TensorRef("z")]
     return g

@@ -34,6 +34,11 @@ from tf_stitch.codegen.kernel_ir import (
 )
 
 LANES = 16
+# The parameters of `ts_run` (the op's ABI): inputs, outputs, run-time sizes, a range of rows.
+RUN_PARAMETERS = (
+    "const void* const* ts_in, void* const* ts_out, const int64_t* ts_sym, int64_t ts_begin, "
+    "int64_t ts_end"
+)
 # Row buffers up to this size are stack arrays; larger ones are allocated once per call.
 STACK_BUFFER_BYTES = 64 * 1024
 ABI_VERSION = 1
@@ -155,8 +160,11 @@ def emit_cpu(kernel: Kernel) -> str:
 
 
 class Emitter:
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(self, kernel: Kernel, function: str = "") -> None:
+        """`function`: emit only the kernel's run function, `static` and so named, without the
+        headers and the ABI (a bundle's member, codegen/bundle.py)."""
         self.k = kernel
+        self.function = function
         self.params = {p.name: p for p in kernel.inputs + kernel.outputs + kernel.tile_params}
         self.reductions = {r.name: r for r in kernel.reductions}
         self.lines: list[str] = []
@@ -193,10 +201,17 @@ class Emitter:
         return "\n".join(self.lines) + "\n"
 
     def _head(self) -> list[str]:
-        """Comments, headers, preludes and the opening of `ts_run`."""
+        """Comments, headers, preludes and the opening of `ts_run` (of the named function
+        alone for a bundle's member)."""
+        if self.function:
+            return [f"static void {self.function}({RUN_PARAMETERS}) {{"]
+        return [*self.preamble(), f'extern "C" void ts_run({RUN_PARAMETERS}) {{']
+
+    def preamble(self) -> list[str]:
+        """Comments, headers, preludes and the ABI version: all of the source before `ts_run`."""
         k = self.k
-        head = source_header(k)
-        head += [
+        return [
+            *source_header(k),
             "#include <cmath>",
             "#include <cstdint>",
             "#include <memory>",
@@ -207,10 +222,7 @@ class Emitter:
             OPS_PRELUDE,
             f'extern "C" int ts_abi_version(void) {{ return {ABI_VERSION}; }}',
             "",
-            'extern "C" void ts_run(const void* const* ts_in, void* const* ts_out, '
-            "const int64_t* ts_sym, int64_t ts_begin, int64_t ts_end) {",
         ]
-        return head
 
     def _block_tiles(self) -> None:
         """A block's rows [ts_b0, ts_b1) of every tile, then the pointers that read them."""

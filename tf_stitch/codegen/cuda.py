@@ -127,7 +127,11 @@ def kernel_arguments(kernel: Kernel) -> list[str]:
 def kernel_head(kernel: Kernel) -> list[str]:
     """Headers, the math and reduction preludes, and the `__global__` function's signature up to
     its opening brace."""
-    args = kernel_arguments(kernel)
+    return [*cuda_preamble(gathers(kernel)), *signature(kernel_arguments(kernel), kernel.name)]
+
+
+def cuda_preamble(gather: bool = False) -> list[str]:
+    """Headers and the math and reduction preludes (and the gathers' error report)."""
     return [
         "#include <cmath>",
         "#include <cstdint>",
@@ -137,11 +141,19 @@ def kernel_head(kernel: Kernel) -> list[str]:
         header("cpu_math.h"),
         OPS_PRELUDE.replace("static inline", "static __device__ __forceinline__"),
         _CUDA_PRELUDE,
-        *([_GATHER_PRELUDE] if gathers(kernel) else []),
-        f'extern "C" __global__ void __launch_bounds__({BLOCK_THREADS}) {kernel.name}(',
-        *(f"    {a}," for a in args[:-1]),
-        f"    {args[-1]}) {{",
+        *([_GATHER_PRELUDE] if gather else []),
     ]
+
+
+def signature(args: list[str], name: str, device: bool = False) -> list[str]:
+    """A `__global__` function's signature up to its opening brace (a `__device__` one's, for
+    a bundle's member)."""
+    kind = (
+        "static __device__ __forceinline__ void"
+        if device
+        else f'extern "C" __global__ void __launch_bounds__({BLOCK_THREADS})'
+    )
+    return [f"{kind} {name}(", *(f"    {a}," for a in args[:-1]), f"    {args[-1]}) {{"]
 
 
 def row_buffer(kernel: Kernel, buffer: Buffer) -> int:
@@ -168,9 +180,12 @@ def flat_elements(kernel: Kernel) -> bool:
 
 class CudaEmitter(Emitter):
     def source(self) -> str:
+        """The kernel's source (with `function`: its `__device__` function alone)."""
         k = self.k
-        self.lines = source_header(k, "CUDA")
-        self.lines += kernel_head(k)
+        if self.function:
+            self.lines = signature(kernel_arguments(k), self.function, device=True)
+        else:
+            self.lines = source_header(k, "CUDA") + kernel_head(k)
         self._emit(f"const int64_t ts_C = {product(k.inner)};", 1)
         if flat_elements(k):
             self._flat()

@@ -296,14 +296,15 @@ FUSED_ACTIVATIONS: dict[str, frozenset[str]] = {
 
 def library_of_epilogue(graph: Graph, node: Node) -> Node | None:
     """The matmul or convolution whose result (through views) `node` adds a bias to — a
-    constant, or a live variable's value (a Placeholder that is not a graph input) — if
-    TensorFlow fuses that add into the library call; else None."""
+    constant, a live variable's value (a Placeholder that is not a graph input) or a value
+    computed from those alone (`derived_from_weights`) — if TensorFlow fuses that add into the
+    library call; else None."""
     if node.op not in ("Add", "AddV2") or len(node.inputs) != 2:
         return None
     producers = [graph.nodes.get(r.node) for r in node.inputs]
     if any(p is None for p in producers):
         return None
-    weights = [i for i, r in enumerate(node.inputs) if is_weight(graph, r)]
+    weights = [i for i, r in enumerate(node.inputs) if derived_from_weights(graph, r)]
     if len(weights) != 1:
         return None
     other = producers[1 - weights[0]]
@@ -332,6 +333,42 @@ def is_weight(graph: Graph, ref: TensorRef) -> bool:
             return False
         ref = node.inputs[0]
     return False
+
+
+# How many computed nodes derived_from_weights follows before giving up (a batch norm's shift
+# is ~8; a kernel of many weights' values is one).
+_DERIVED_LIMIT = 32
+
+
+def derived_from_weights(graph: Graph, ref: TensorRef) -> bool:
+    """A weight (`is_weight`), or a value computed from weights alone by side-effect-free ops
+    (a batch norm's scale `rsqrt(variance + eps) * gamma` of live statistics, a filter scaled
+    by it, see passes/scale_live_filters.py): the same for every element of a batch, so
+    TensorFlow may fuse its add into a library call as a bias."""
+    if is_weight(graph, ref):
+        return True
+    fed = {r.node for r in graph.fed()}
+    seen: set[str] = set()
+    computed = 0
+    stack = [ref.node]
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        node = graph.nodes.get(name)
+        if node is None or name in fed:
+            return False
+        if node.op == "Const" or node.op == "Placeholder":
+            continue
+        computed += 1
+        if computed > _DERIVED_LIMIT:
+            return False
+        pure = node.op == "StitchedKernel" or not is_stateful(node.op)
+        if not pure or not node.inputs or node.control_inputs:
+            return False
+        stack.extend(r.node for r in node.inputs)
+    return True
 
 
 def is_library_epilogue(graph: Graph, node: Node) -> bool:

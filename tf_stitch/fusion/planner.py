@@ -68,6 +68,9 @@ class Group:
 class Plan:
     groups: list[Group] = field(default_factory=list)
     records: list[Record] = field(default_factory=list)
+    # Groups of one elementwise op: nothing to stitch, but a launch to save if one is bundled
+    # with other independent kernels (fusion/bundles.py); the others stay TensorFlow ops.
+    singles: list[Group] = field(default_factory=list)
 
     def log(self, subject: str, decision: Decision) -> Decision:
         self.records.append(Record(subject, decision))
@@ -127,6 +130,8 @@ def plan_groups(graph: Graph, options: PlannerOptions | None = None) -> Plan:
     _expose_read_through(ctx, plan)
     for match in attention:
         plan.groups.append(_attention_group(ctx, match, len(plan.groups), options))
+    for i, single in enumerate(plan.singles):
+        single.id = len(plan.groups) + i
     plan.records.extend(library_records(ctx, plan.groups, plan.records))
     return plan
 
@@ -186,16 +191,56 @@ def _finish(
             ),
         )
         return None
+    single = len(compute) == 1 and not tiles and options.merge and _static_elementwise(compute[0])
     if len(compute) < options.min_compute_ops:
         if len(nodes) > 1 or compute:
             plan.log(
                 f"group of {nodes[0].name}", forbid("fewer than two compute ops: nothing to stitch")
             )
-        return None
+        if not single:
+            return None
     layout = analyze(ctx.graph, members, ctx.order, ctx.dims, ctx.tile_budget)
+    if single and len(compute) < options.min_compute_ops:
+        if not isinstance(layout, Decision) and all(isinstance(d, int) for d in layout.domain):
+            group = _group(ctx, members, nodes, gid, layout, options)
+            if group is not None:
+                plan.singles.append(group)
+        return None
     if isinstance(layout, Decision):  # a single node never checked by a merge
         plan.log(f"group of {nodes[0].name}", layout)
         return None
+    group = _group(ctx, members, nodes, gid, layout, options)
+    if group is None:
+        loops = loops_started(ctx, members, group_outputs(ctx, members))
+        plan.log(
+            f"group of {nodes[0].name}",
+            forbid(
+                f"its outputs start {len(loops)} loops ({', '.join(loops[:3])}): TensorFlow "
+                "runs them on separate threads only if separate ops feed them"
+            ),
+        )
+    return group
+
+
+def _static_elementwise(node: Node) -> bool:
+    """An elementwise op whose result's shape is known (a bundle's candidate member)."""
+    shape = node.outputs[0].shape if node.outputs else None
+    return (
+        op_spec(node.op).kind is OpKind.ELEMENTWISE
+        and shape is not None
+        and all(isinstance(d, int) for d in shape)
+    )
+
+
+def _group(
+    ctx: Context,
+    members: set[str],
+    nodes: list[Node],
+    gid: int,
+    layout: Layout,
+    options: PlannerOptions,
+) -> Group | None:
+    """The group of `members` laid out as `layout`; None if its outputs start several loops."""
     level = levels(ctx.graph, nodes)
     memory = plan_memory(ctx.graph, nodes, layout, level, options.on_chip_budget)
     inputs: list[TensorRef] = []
@@ -207,14 +252,6 @@ def _finish(
         if gather.indices not in inputs:
             inputs.append(gather.indices)
     outputs = group_outputs(ctx, members)
-    loops = loops_started(ctx, members, outputs)
-    if len(loops) > 1:
-        plan.log(
-            f"group of {nodes[0].name}",
-            forbid(
-                f"its outputs start {len(loops)} loops ({', '.join(loops[:3])}): TensorFlow "
-                "runs them on separate threads only if separate ops feed them"
-            ),
-        )
+    if len(loops_started(ctx, members, outputs)) > 1:
         return None
     return Group(gid, nodes, layout, schedule_of(layout), level, memory, inputs, outputs)

@@ -10,6 +10,7 @@ With `Options.fallback`, every node also carries its group's ops as a function (
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -19,12 +20,21 @@ from typing import Any, TypeVar
 
 import tensorflow as tf
 
+from tf_stitch.codegen.bundle import (
+    bundle,
+    bundleable,
+    content_named_cuda_bundle,
+    emit_cpu_bundle,
+    emulated_bundle_source,
+)
 from tf_stitch.codegen.cpu import emit_cpu
 from tf_stitch.codegen.cuda import CudaUnsupported, content_named_cuda, flat_elements
 from tf_stitch.codegen.kernel_ir import Kernel
 from tf_stitch.codegen.lower import LoweringError, lower
 from tf_stitch.codegen.op_attrs import cuda_attrs, stitched_kernel_attrs
 from tf_stitch.codegen.simt import emulated_source
+from tf_stitch.fusion.bundles import plan_bundles
+from tf_stitch.fusion.decision import Record, allow
 from tf_stitch.fusion.planner import Group
 from tf_stitch.graph.ir import AttrList, DType, FuncRef, Graph, Node, TensorInfo, TensorRef
 from tf_stitch.passes.base import KernelInfo, PassContext, graph_pass
@@ -58,10 +68,12 @@ class _Built:
 @graph_pass("outline")
 def outline(graph: Graph, ctx: PassContext) -> Graph:
     """Replaces every planned group by one StitchedKernel node."""
-    if ctx.plan is None or not ctx.plan.groups:
+    if ctx.plan is None or not (ctx.plan.groups or ctx.plan.singles):
         return graph
     out = graph.copy()
     built = [b for g in ctx.plan.groups if (b := _generate(out, g, ctx)) is not None]
+    singles = [b for g in ctx.plan.singles if (b := _generate(out, g, ctx, quiet=True))]
+    built = _bundled(out, built, singles, ctx)
     _compile_all(built, ctx.options.compile)
     if ctx.options.cuda and ctx.options.compile:
         _build_cuda(built, ctx)
@@ -92,7 +104,9 @@ def _input_refs(b: _Built) -> list[TensorRef]:
     return [TensorRef.parse(p.tensor) for p in b.kernel.inputs]
 
 
-def _generate(graph: Graph, group: Group, ctx: PassContext) -> _Built | None:
+def _generate(graph: Graph, group: Group, ctx: PassContext, quiet: bool = False) -> _Built | None:
+    """`group`'s kernel, lowered and emitted (not compiled); None, with a warning unless
+    `quiet`, if it cannot be generated."""
     node_name = graph.unique_name(f"{common_scope(group.names)}stitched_{group.id}")
     try:
         kernel = lower(graph, group, _sanitize(node_name))
@@ -106,10 +120,56 @@ def _generate(graph: Graph, group: Group, ctx: PassContext) -> _Built | None:
             b.cuda_unsupported = str(e)
         return b
     except (LoweringError, ValueError, CudaUnsupported) as e:
+        if quiet:
+            return None
         message = f"tf_stitch: group {node_name} stays as TensorFlow ops: {e}"
         ctx.warnings.append(message)
         warnings.warn(message, RuntimeWarning, stacklevel=3)
         return None
+
+
+def _bundled(
+    graph: Graph, built: list[_Built], singles: list[_Built], ctx: PassContext
+) -> list[_Built]:
+    """`built` with the independent elementwise kernels that fusion/bundles.py puts together
+    made one bundle kernel each (codegen/bundle.py); `singles` (kernels of one op) are
+    candidates too, but those left out of every bundle stay TensorFlow ops."""
+    everything = built + singles
+    eligible = [b for b in everything if b.group.attention is None and bundleable(b.kernel)]
+    chosen = plan_bundles(graph, [b.group for b in eligible])
+    if not chosen:
+        return built
+    taken: set[int] = set()
+    bundles = []
+    for indices in chosen:
+        parts = [eligible[i] for i in indices]
+        taken.update(id(p) for p in parts)
+        names = [n for p in parts for n in p.group.names]
+        node_name = graph.unique_name(f"{common_scope(names)}bundle_{parts[0].group.id}")
+        made = bundle(_sanitize(node_name), [p.kernel for p in parts])
+        cpu = ctx.options.kernel_source == "cpu"
+        source = emit_cpu_bundle(made) if cpu else emulated_bundle_source(made)
+        group = dataclasses.replace(
+            parts[0].group,
+            nodes=[n for p in parts for n in p.group.nodes],
+            inputs=list(dict.fromkeys(r for p in parts for r in p.group.inputs)),
+            outputs=[r for p in parts for r in p.group.outputs],
+        )
+        b = _Built(
+            group, node_name, made.kernel, source, stitched_kernel_attrs(made.kernel, source, "")
+        )
+        b.cuda_source, b.cuda_function = content_named_cuda_bundle(made)
+        bundles.append(b)
+        ctx.records.append(
+            Record(
+                f"bundle {node_name}",
+                allow(
+                    f"{len(parts)} independent elementwise kernels launched as one: "
+                    + ", ".join(p.node_name for p in parts)
+                ),
+            )
+        )
+    return [b for b in built if id(b) not in taken] + bundles
 
 
 def _compile_all(built: list[_Built], compile_now: bool) -> None:

@@ -40,6 +40,7 @@ from tf_stitch.passes.prune import prune
 from tf_stitch.passes.push_slices import push_slices
 from tf_stitch.passes.refresh_shapes import refresh_shapes
 from tf_stitch.passes.restore_bias_adds import restore_bias_adds
+from tf_stitch.passes.scale_live_filters import scale_live_filters
 from tf_stitch.passes.slice_views import slice_views
 from tf_stitch.passes.split_slices import split_slices
 from tf_stitch.passes.static_reshape import static_reshape
@@ -67,6 +68,7 @@ PIPELINE: tuple[Pass, ...] = (
     pointwise_matmuls,  # 1x1 convolutions of 1x1 images (squeeze-excite) -> matmuls
     fold_channel_scales,  # conv(x, W) * s + t -> conv(x, W * s) + t: a bias add TF fuses
     live_batch_norms,  # CPU: conv * s + t of live statistics -> FusedBatchNormV3, fused by TF
+    scale_live_filters,  # GPU: conv * s + t of live statistics -> conv(x, W * s) + t
     nchw_layout,  # for a GPU: convolutions and the ops after them in NCHW, transposes explicit
     transpose_views,  # again: the transposes of [N, 1, 1, C] operands are views
     fill_likes,  # Fill(Shape(t), c) -> OnesLike(t) / ZerosLike(t): no Shape edge to t

@@ -1,0 +1,134 @@
+"""Bundles: independent elementwise kernels of static shapes launched as one (horizontal fusion).
+
+The planner's groups each have one iteration domain, so independent groups of different shapes
+stay separate kernels even where nothing orders them: the optimizer's update of every variable
+of a training step (one group per variable shape), the rescaled filters of every convolution.
+XLA fuses such loops horizontally and AStitch stitches independent ops into one launch; here
+the groups whose kernels run one thread per element (no reductions, no row buffers, no tiles,
+no gathers, every size known: `codegen/bundle.py` runs them one after another in one kernel)
+are bundled when
+
+- they are *ready together*: the tensors they read become ready at the same depth of the graph
+  (AStitch's "same layer"), or they are *last*: only variable writes read their outputs (the
+  optimizer's updates), so running them together delays nothing the step returns;
+- no path leads from one to another (through any node, or through a bundle already made):
+  a bundle is one node, and its members run together;
+- they are on one device, in one loop frame and alive under the same branches (lowered
+  control flow: kernels of both sides of a Switch never run together).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+from tf_stitch.fusion.planner import Group
+from tf_stitch.fusion.union_find import UnionFind
+from tf_stitch.graph.ir import Graph
+from tf_stitch.graph.liveness import liveness
+
+WRITES = frozenset({"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"})
+# At most this many tensors (pointers) in one bundle: a CUDA launch's parameters are 4 KB.
+MAX_TENSORS = 480
+
+
+def plan_bundles(graph: Graph, groups: Sequence[Group]) -> list[list[int]]:
+    """Which of `groups` (indices, each a bundleable kernel's) run as one kernel: lists of two
+    or more, in `groups`' order."""
+    if len(groups) < 2:
+        return []
+    finder = _Reach(graph, groups)
+    keys: dict[tuple, list[list[int]]] = defaultdict(list)
+    tensors = [len(g.inputs) + len(g.outputs) for g in groups]
+    for i, group in enumerate(groups):
+        key = finder.key(i, group)
+        open_bundles = keys[key]
+        target = next(
+            (
+                b
+                for b in open_bundles
+                if sum(tensors[j] for j in b) + tensors[i] <= MAX_TENSORS
+                and not finder.connected(i, b[0])  # b's members are one unit
+            ),
+            None,
+        )
+        if target is None:
+            open_bundles.append([i])
+        else:
+            target.append(i)
+            finder.merge(target[0], i)
+    return [b for bundles in keys.values() for b in bundles if len(b) > 1]
+
+
+class _Reach:
+    """Paths between groups in the graph where the bundles made so far are single nodes."""
+
+    def __init__(self, graph: Graph, groups: Sequence[Group]) -> None:
+        self.graph = graph
+        self.unit: dict[str, str] = {}  # node -> the group it is in
+        self.names: dict[str, list[str]] = {}  # group -> its nodes
+        for i, g in enumerate(groups):
+            self.names[str(i)] = list(g.names)
+            for name in g.names:
+                self.unit[name] = str(i)
+        self.units = UnionFind(set(self.names))  # groups, joined as they are bundled
+        self.successors: dict[str, list[str]] = defaultdict(list)
+        for node in graph:
+            for ref in node.inputs:
+                self.successors[ref.node].append(node.name)
+            for c in node.control_inputs:
+                self.successors[c].append(node.name)
+        self.depth: dict[str, int] = {}
+        for node in graph.topological_order():
+            preds = [r.node for r in node.inputs] + node.control_inputs
+            self.depth[node.name] = 1 + max((self.depth[p] for p in preds), default=-1)
+        self.fetched = {r.node for r in graph.fetched()}
+        self.alive = liveness(graph)  # lowered control flow: frames and branches apart
+
+    def key(self, i: int, group: Group) -> tuple:
+        members = set(group.names)
+        readers = {r for name in group.names for r in self.successors[name] if r not in members}
+        device = (group.nodes[0].device, self.alive[group.nodes[0].name])
+        last = readers and all(self.graph.node(r).op in WRITES for r in readers)
+        if last and not members & self.fetched:
+            return ("last", device)
+        layer = max(
+            (
+                self.depth[p]
+                for node in group.nodes
+                for p in [r.node for r in node.inputs] + node.control_inputs
+                if p not in members
+            ),
+            default=-1,
+        )
+        return ("layer", layer, device)
+
+    def merge(self, a: int, b: int) -> None:
+        self.units.union(str(a), str(b))
+
+    def _members(self, root: str) -> list[str]:
+        return [n for g in self.units.members(root) for n in self.names[g]]
+
+    def connected(self, a: int, b: int) -> bool:
+        """Whether a path leads from the unit of group `a` to that of `b`, or back."""
+        ra, rb = self.units.find(str(a)), self.units.find(str(b))
+        return ra == rb or self._reaches(ra, rb) or self._reaches(rb, ra)
+
+    def _reaches(self, source: str, target: str) -> bool:
+        start = set(self._members(source))
+        stack = [s for name in start for s in self.successors[name] if s not in start]
+        seen: set[str] = set()
+        while stack:
+            name = stack.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            unit = self.unit.get(name)
+            root = self.units.find(unit) if unit is not None else None
+            if root == target:
+                return True
+            nexts = self._members(root) if root is not None and root != source else [name]
+            for member in nexts:
+                seen.add(member)
+                stack.extend(s for s in self.successors[member] if s not in seen)
+        return False
