@@ -98,11 +98,18 @@ def bundle(name: str, members: list[Kernel]) -> Bundle:
         split=1,
         inputs=inputs,
         outputs=outputs,
-        schedule=f"bundle of {len(members)} kernels: " + " | ".join(m.schedule for m in members),
+        schedule=_schedule(members),
         members=[n for m in members for n in m.members],
         unit_cost=max(m.unit_cost for m in members),
     )
     return Bundle(kernel, members, maps, rows)
+
+
+def _schedule(members: list[Kernel], shown: int = 4) -> str:
+    """ "bundle of N kernels: " and the first members' schedules."""
+    listed = " | ".join(m.schedule for m in members[:shown])
+    more = f" | ... ({len(members) - shown} more)" if len(members) > shown else ""
+    return f"bundle of {len(members)} kernels: {listed}{more}"
 
 
 def emit_cpu_bundle(b: Bundle) -> str:
