@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import tensorflow as tf
@@ -14,6 +14,7 @@ from tensorflow.python.framework import function_def_to_graph, graph_to_function
 
 from tf_stitch.graph.io import graph_from_graph_def, graph_to_graph_def
 from tf_stitch.graph.ir import FuncRef, Graph, Shape
+from tf_stitch.graph.list_shapes import ListElements, annotate_list_arguments
 
 
 def function_uses(graph: Graph) -> Counter[str]:
@@ -36,15 +37,24 @@ def _refs(values: Iterable[Any]) -> list[str]:
     return [v.name for v in values if isinstance(v, FuncRef)]
 
 
-def function_graph(library: bytes, name: str, input_shapes: Sequence[Shape]) -> Graph:
+def function_graph(
+    library: bytes,
+    name: str,
+    input_shapes: Sequence[Shape],
+    list_shapes: Mapping[int, ListElements] | None = None,
+) -> Graph:
     """The body of library function `name` as IR: its arguments Placeholders with
-    `input_shapes`, its return values the outputs, the library the same."""
+    `input_shapes`, its return values the outputs, the library the same. `list_shapes` gives
+    the elements' shape and dtype of TensorList arguments, by index (graph/list_shapes.py)."""
     lib = _library(library)
     fdef = next((f for f in lib.function if f.signature.name == name), None)
     if fdef is None:
         raise ValueError(f"no function {name!r} in the graph's library")
     shapes = [tf.TensorShape(None if s is None else list(s)) for s in input_shapes]
     graph_def, flat = function_def_to_graph.function_def_to_graph_def(fdef, input_shapes=shapes)
+    if list_shapes:
+        arguments = fdef.signature.input_arg
+        annotate_list_arguments(graph_def, {arguments[i].name: e for i, e in list_shapes.items()})
     graph_def.library.CopyFrom(lib)
     outputs = [flat.get(fdef.ret[a.name], fdef.ret[a.name]) for a in fdef.signature.output_arg]
     inputs = [a.name for a in fdef.signature.input_arg]

@@ -146,7 +146,7 @@ def infer_shapes(graph: Graph) -> Graph:
         gd.library.ParseFromString(graph.library)
     for node in graph:
         gd.node.append(_light_node(node))
-    infos = _infer_shapes(gd)
+    infos = _infer_shapes(_light_graph_def(gd))  # live reads and TensorLists stood in for
     out = graph.copy()
     for node in out:
         node.outputs = infos[node.name]
@@ -183,8 +183,30 @@ def _light_graph_def(gd: graph_pb2.GraphDef) -> graph_pb2.GraphDef:
     light.versions.CopyFrom(gd.versions)
     light.library.CopyFrom(gd.library)
     for nd in gd.node:
-        light.node.append(_light_proto(nd) or nd)
+        if nd.op == "Placeholder" and "_element_shape" in nd.attr:
+            light.node.extend(_list_stand_in(nd))
+        else:
+            light.node.append(_light_proto(nd) or nd)
     return light
+
+
+def _list_stand_in(nd: node_def_pb2.NodeDef) -> list[node_def_pb2.NodeDef]:
+    """A TensorList argument whose elements' shape tf_stitch knows (graph/list_shapes.py), for
+    shape inference: an EmptyTensorList of that element shape (TensorFlow's shape inference
+    gives the values popped from it that shape), and the constants it reads."""
+    dims = [d.size for d in nd.attr["_element_shape"].shape.dim]
+    shape = node_def_pb2.NodeDef(name=f"{nd.name}/element_shape_ts", op="Const", device=nd.device)
+    shape.attr["dtype"].type = tf.int32.as_datatype_enum
+    shape.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(np.asarray(dims, np.int32)))
+    count = node_def_pb2.NodeDef(name=f"{nd.name}/max_elements_ts", op="Const", device=nd.device)
+    count.attr["dtype"].type = tf.int32.as_datatype_enum
+    count.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(np.int32(-1)))
+    stand_in = node_def_pb2.NodeDef(
+        name=nd.name, op="EmptyTensorList", input=[shape.name, count.name], device=nd.device
+    )
+    stand_in.attr["element_dtype"].CopyFrom(nd.attr["_element_dtype"])
+    stand_in.attr["shape_type"].type = tf.int32.as_datatype_enum
+    return [shape, count, stand_in]
 
 
 def _light_proto(nd: node_def_pb2.NodeDef) -> node_def_pb2.NodeDef | None:

@@ -20,7 +20,8 @@ import tensorflow as tf
 
 from tf_stitch.fusion.cost_model import LOOP_TILE_OPERANDS_BYTES
 from tf_stitch.graph.functions import function_graph, function_uses, with_function
-from tf_stitch.graph.ir import FuncRef, Graph
+from tf_stitch.graph.ir import FuncRef, Graph, Node
+from tf_stitch.graph.list_shapes import list_element_shapes
 from tf_stitch.passes.base import Options, PassContext
 
 WHILE_OPS = ("While", "StatelessWhile")
@@ -35,13 +36,26 @@ def optimize_loop_bodies(graph: Graph, ctx: PassContext, run: Run) -> Graph:
         return graph
     uses = function_uses(graph)
     out = graph.copy()
+    bodies: dict[str, Graph | None] = {}
+
+    def original_body(loop: Node) -> Graph | None:
+        """A loop's body as it was (what it pushes into the lists it returns)."""
+        if loop.name not in bodies:
+            try:
+                shapes = [o.shape for o in loop.outputs]
+                bodies[loop.name] = function_graph(graph.library, loop.attrs["body"].name, shapes)
+            except (ValueError, TypeError, KeyError, tf.errors.OpError):
+                bodies[loop.name] = None
+        return bodies[loop.name]
+
     for loop in loops:
         body = loop.attrs["body"].name
         if uses[body] != 1:
             continue
         shapes = [o.shape for o in loop.outputs]
         try:
-            body_graph = function_graph(out.library, body, shapes)
+            lists = list_element_shapes(graph, loop, original_body)
+            body_graph = function_graph(out.library, body, shapes, lists)
             options = dataclasses.replace(ctx.options, tile_budget=LOOP_TILE_OPERANDS_BYTES)
             optimized, body_ctx = run(body_graph, options)
             if not body_ctx.kernels:
