@@ -78,3 +78,25 @@ def test_never_more_launches_than_tensorflow(case: int) -> None:
     assert_close(f(x), optimized(x), rtol=1e-4, atol=1e-4)
     launches = tf_stitch.count_launches(optimized, x)
     assert launches.tf_stitch <= launches.tf, launches
+
+
+def test_a_matmul_s_relu_mask_goes_with_the_gradient_not_into_the_matmul() -> None:
+    """A training step's ReLU gradient reads the activation the next layer reads too: a
+    kernel of the matmul (a tile), its bias, ReLU and the mask would replace TensorFlow's
+    fused library call; the mask goes with the gradient that uses it instead."""
+    w1, b1, w2 = _c(16, 32), _c(32), _c(32, 8)
+
+    def fn(x: tf.Tensor, dy: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        h = tf.nn.relu(tf.matmul(x, w1) + b1)
+        out = tf.matmul(h, w2)
+        dh = tf.matmul(dy, w2, transpose_b=True) * tf.cast(h > 0, tf.float32)
+        return out, dh
+
+    plan = plan_groups(
+        load(tf.function(fn).get_concrete_function(S([None, 16]), S([None, 8]))).graph
+    )
+    grouped = {n.op for g in plan.groups for n in g.nodes}
+    assert "MatMul" not in grouped and "Relu" not in grouped  # TensorFlow's fused call
+    (mask,) = [g for g in plan.groups if any(n.op == "Greater" for n in g.nodes)]
+    assert {n.op for n in mask.nodes} >= {"Greater", "Cast", "Mul"}  # with the gradient
+    assert any("keeps a matmul and its fused epilogue" in str(r) for r in plan.records)

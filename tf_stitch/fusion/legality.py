@@ -319,7 +319,9 @@ def library_of_epilogue(graph: Graph, node: Node) -> Node | None:
 
 
 def is_weight(graph: Graph, ref: TensorRef) -> bool:
-    """A constant, or (through views) a Placeholder that is not fed: a live variable's value."""
+    """A constant, or (through views) a Placeholder that is not fed: a live variable's value,
+    or a read of a variable the function writes (a ReadVariableOp of its handle, a Placeholder
+    that is not fed either: its value for the step)."""
     fed = graph.fed()
     for _ in range(4):
         node = graph.nodes.get(ref.node)
@@ -329,6 +331,9 @@ def is_weight(graph: Graph, ref: TensorRef) -> bool:
             return True
         if node.op == "Placeholder":
             return ref not in fed
+        if node.op == "ReadVariableOp" and node.inputs:
+            handle = graph.nodes.get(node.inputs[0].node)
+            return handle is not None and handle.op == "Placeholder" and node.inputs[0] not in fed
         if node.op not in _VIEW_OPS or not node.inputs:
             return False
         ref = node.inputs[0]

@@ -10,11 +10,15 @@ from tf_stitch.fusion.layout import analyze, fmt
 from tf_stitch.fusion.legality import (
     Context,
     group_outputs,
+    only_library_epilogues,
     outputs_legality,
     same_device,
     same_liveness,
 )
+from tf_stitch.fusion.op_kinds import OpKind, op_spec
 from tf_stitch.fusion.union_find import UnionFind
+
+_NOT_COMPUTE = (OpKind.RESHAPE, OpKind.SLICE, OpKind.MATMUL)
 
 
 def merge_legality(
@@ -26,6 +30,9 @@ def merge_legality(
             return verdict
     if creates_cycle(ctx, union, groups):
         return forbid("would create a cycle through nodes outside the group")
+    verdict = keeps_library_call(ctx, a, b, union)
+    if not verdict:
+        return verdict
     layout = analyze(ctx.graph, union, ctx.order, ctx.dims, ctx.tile_budget)
     if isinstance(layout, Decision):
         return layout
@@ -33,6 +40,31 @@ def merge_legality(
     if not verdict:
         return verdict
     return allow(f"{layout.kind} over {fmt(layout.domain)}")
+
+
+def keeps_library_call(ctx: Context, a: set[str], b: set[str], union: set[str]) -> Decision:
+    """A matmul with only its bias add and activation (TensorFlow's one fused library call:
+    oneDNN's or cuBLAS's GEMM, faster than a tile at a training batch) does not take in the
+    ops that only read its results when those results are read elsewhere too, so are written
+    out anyway (a training step's ReLU mask, read from the activation the next layer reads):
+    the ops go with their other neighbours, the matmul stays the library's."""
+    for x, y in ((a, b), (b, a)):
+        nodes = [ctx.graph.node(n) for n in x]
+        kinds = [op_spec(n.op).kind for n in nodes]
+        if kinds.count(OpKind.MATMUL) != 1:
+            continue
+        compute = [n for n, k in zip(nodes, kinds, strict=True) if k not in _NOT_COMPUTE]
+        if not compute or not only_library_epilogues(ctx, compute):
+            continue
+        if any(op_spec(ctx.graph.node(n).op).kind is OpKind.MATMUL for n in y):
+            continue  # several matmuls in one kernel save launches
+        read = {r for n in y for r in ctx.graph.node(n).inputs if r.node in x}
+        if read and all(any(c not in union for c in ctx.consumers.get(r, [])) for r in read):
+            return forbid(
+                "keeps a matmul and its fused epilogue one library call: the result read here "
+                "is written out for its other readers anyway"
+            )
+    return allow()
 
 
 def creates_cycle(ctx: Context, union: set[str], groups: UnionFind) -> bool:

@@ -33,7 +33,7 @@ def without_copies(proto: bytes) -> bytes:
         computation.root_id = _resolve(source, computation.root_id)
         del computation.instructions[:]
         computation.instructions.extend(kept)
-    return module.SerializeToString()
+    return module.SerializeToString(deterministic=True)
 
 
 def _resolve(source: dict[int, int], ref: int) -> int:
