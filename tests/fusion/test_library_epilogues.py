@@ -84,7 +84,7 @@ def test_a_matmul_s_relu_mask_goes_with_the_gradient_not_into_the_matmul() -> No
     """A training step's ReLU gradient reads the activation the next layer reads too: a
     kernel of the matmul (a tile), its bias, ReLU and the mask would replace TensorFlow's
     fused library call; the mask goes with the gradient that uses it instead."""
-    w1, b1, w2 = _c(16, 32), _c(32), _c(32, 8)
+    w1, b1, w2 = _c(256, 256), _c(256), _c(256, 8)  # a large first layer (a small one: a tile)
 
     def fn(x: tf.Tensor, dy: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         h = tf.nn.relu(tf.matmul(x, w1) + b1)
@@ -93,7 +93,7 @@ def test_a_matmul_s_relu_mask_goes_with_the_gradient_not_into_the_matmul() -> No
         return out, dh
 
     plan = plan_groups(
-        load(tf.function(fn).get_concrete_function(S([None, 16]), S([None, 8]))).graph
+        load(tf.function(fn).get_concrete_function(S([None, 256]), S([None, 8]))).graph
     )
     grouped = {n.op for g in plan.groups for n in g.nodes}
     assert "MatMul" not in grouped and "Relu" not in grouped  # TensorFlow's fused call

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 
 from tf_stitch.fusion.decision import Decision, allow, forbid
@@ -19,6 +20,9 @@ from tf_stitch.fusion.op_kinds import OpKind, op_spec
 from tf_stitch.fusion.union_find import UnionFind
 
 _NOT_COMPUTE = (OpKind.RESHAPE, OpKind.SLICE, OpKind.MATMUL)
+# A matmul's right operand from which oneDNN's GEMM is clearly faster than a tile at a
+# training batch (a Keras MLP's 256x256 layers: its step 1.06-1.22x TensorFlow's as tiles).
+LIBRARY_GEMM_ELEMENTS = 32 * 1024
 
 
 def merge_legality(
@@ -43,16 +47,22 @@ def merge_legality(
 
 
 def keeps_library_call(ctx: Context, a: set[str], b: set[str], union: set[str]) -> Decision:
-    """A matmul with only its bias add and activation (TensorFlow's one fused library call:
-    oneDNN's or cuBLAS's GEMM, faster than a tile at a training batch) does not take in the
-    ops that only read its results when those results are read elsewhere too, so are written
-    out anyway (a training step's ReLU mask, read from the activation the next layer reads):
-    the ops go with their other neighbours, the matmul stays the library's."""
+    """A matmul of a large right operand (`LIBRARY_GEMM_ELEMENTS`) with only its bias add and
+    activation (TensorFlow's one fused library call: oneDNN's or cuBLAS's GEMM, faster than a
+    tile at a training batch) does not take in the ops that only read its results when those
+    results are read elsewhere too, so are written out anyway (a training step's ReLU mask,
+    read from the activation the next layer reads): the ops go with their other neighbours,
+    the matmul stays the library's."""
     for x, y in ((a, b), (b, a)):
         nodes = [ctx.graph.node(n) for n in x]
         kinds = [op_spec(n.op).kind for n in nodes]
         if kinds.count(OpKind.MATMUL) != 1:
             continue
+        matmul = nodes[kinds.index(OpKind.MATMUL)]
+        weights = ctx.graph.info(matmul.inputs[1]).shape if len(matmul.inputs) > 1 else None
+        sizes = [d for d in weights or () if d is not None]
+        if not weights or len(sizes) != len(weights) or math.prod(sizes) < LIBRARY_GEMM_ELEMENTS:
+            continue  # a small right operand: the tile is as fast, and a launch fewer
         compute = [n for n, k in zip(nodes, kinds, strict=True) if k not in _NOT_COMPUTE]
         if not compute or not only_library_epilogues(ctx, compute):
             continue
