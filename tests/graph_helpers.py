@@ -110,3 +110,17 @@ def assert_same_values(before: Graph, after: Graph, batch: int = 3, **tol: float
 
 def ref(name: str) -> TensorRef:
     return TensorRef.parse(name)
+
+
+def mse_step(model: Any, optimizer: Any) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
+    """One training step of a Keras `model` on the mean squared error of (x, y), applied by
+    `optimizer`: the loss before the update."""
+
+    def step(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model(x, training=True) - y))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        return loss
+
+    return step

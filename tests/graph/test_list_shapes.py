@@ -6,6 +6,7 @@ from __future__ import annotations
 import keras
 import numpy as np
 import tensorflow as tf
+from graph_helpers import mse_step
 
 import tf_stitch
 from tf_stitch.graph.frontends import load
@@ -17,16 +18,7 @@ def _step(seed: int) -> tuple[object, list[tf.Variable]]:
     keras.utils.set_random_seed(seed)
     inp = keras.Input((6, 4))
     model = keras.Model(inp, keras.layers.Dense(1)(keras.layers.LSTM(8)(inp)))
-    opt = keras.optimizers.SGD(0.1)
-
-    def step(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(tf.square(model(x) - y))
-        grads = tape.gradient(loss, model.trainable_variables)
-        opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
-        return loss
-
-    return step, model.trainable_variables
+    return mse_step(model, keras.optimizers.SGD(0.1)), model.trainable_variables
 
 
 SIGNATURE = [tf.TensorSpec([None, 6, 4]), tf.TensorSpec([None, 1])]

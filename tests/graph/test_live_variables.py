@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import assert_close
-from graph_helpers import ops, spec
+from graph_helpers import mse_step, ops, spec
 
 import tf_stitch
 from tf_stitch.graph.freeze import VariableWriteError, check_no_variable_writes, freeze
@@ -151,14 +151,7 @@ def test_a_keras_training_step_runs_stitched_and_follows_tensorflow() -> None:
         )
         opt = keras.optimizers.Adam(1e-2)
         opt.build(model.trainable_variables)
-
-        def step(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
-            with tf.GradientTape() as tape:
-                loss = tf.reduce_mean(tf.square(model(x, training=True) - y))
-            grads = tape.gradient(loss, model.trainable_variables)
-            opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
-            return loss
-
+        step = mse_step(model, opt)
         signature = [spec(None, 8), spec(None, 1)]
         wrap = tf_stitch.function if stitch else tf.function
         fn = wrap(step, input_signature=signature)

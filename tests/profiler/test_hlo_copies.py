@@ -7,6 +7,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from graph_helpers import mse_step
 from tensorflow.compiler.xla.service import hlo_pb2
 
 from tf_stitch.profiler.hlo_copies import without_copies
@@ -19,15 +20,7 @@ def _training_step() -> tuple[object, list[tf.Tensor]]:
     model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16), keras.layers.Dense(1)])
     opt = keras.optimizers.SGD(0.1, momentum=0.9)
     opt.build(model.trainable_variables)
-
-    def step(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(tf.square(model(x) - y))
-        grads = tape.gradient(loss, model.trainable_variables)
-        opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
-        return loss
-
-    return step, [tf.ones([4, 8]), tf.ones([4, 1])]
+    return mse_step(model, opt), [tf.ones([4, 8]), tf.ones([4, 1])]
 
 
 def _opcodes(proto: bytes) -> list[str]:
