@@ -11,7 +11,8 @@ from graph_helpers import mse_step
 import tf_stitch
 from tf_stitch.graph.frontends import load
 from tf_stitch.graph.functions import function_graph
-from tf_stitch.graph.list_shapes import LOOPS, list_element_shapes
+from tf_stitch.graph.list_shapes import list_element_shapes
+from tf_stitch.graph.loop_constants import WHILE_OPS
 
 
 def _step(seed: int) -> tuple[object, list[tf.Variable]]:
@@ -28,7 +29,7 @@ def test_the_gradient_loop_s_lists_hold_what_the_forward_loop_pushed() -> None:
     step, _ = _step(0)
     concrete = tf.function(step, input_signature=SIGNATURE).get_concrete_function()
     graph = load(concrete, freeze=False).graph
-    loops = [n for n in graph if n.op in LOOPS]
+    loops = [n for n in graph if n.op in WHILE_OPS]
     backward = next(n for n in loops if "grad" in n.name)
 
     def body(loop):  # type: ignore[no-untyped-def]

@@ -62,27 +62,18 @@ class Bundle:
     inputs: list[list[int]]
     rows: list[int]
 
-    @property
-    def elements(self) -> list[int]:
-        return [
-            r * math.prod(int(s) for s in m.inner)
-            for r, m in zip(self.rows, self.members, strict=True)
-        ]
-
 
 def bundle(name: str, members: list[Kernel]) -> Bundle:
     """The bundle of `members` (each `bundleable`), named `name`."""
-    tensors: list[str] = []
+    index: dict[str, int] = {}  # tensor -> its bundle input
     inputs: list[Param] = []
     maps: list[list[int]] = []
     for m in members:
-        local = []
         for p in m.inputs:
-            if p.tensor not in tensors:
-                tensors.append(p.tensor)
+            if p.tensor not in index:
+                index[p.tensor] = len(inputs)
                 inputs.append(dataclasses.replace(p, index=len(inputs), name=f"b_in{len(inputs)}"))
-            local.append(tensors.index(p.tensor))
-        maps.append(local)
+        maps.append([index[p.tensor] for p in m.inputs])
     outputs = [
         dataclasses.replace(p, index=i, name=f"b_out{i}")
         for i, p in enumerate(p for m in members for p in m.outputs)

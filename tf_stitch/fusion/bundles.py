@@ -22,10 +22,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
+from tf_stitch.fusion.critical_path import critical_path
+from tf_stitch.fusion.legality import Context
 from tf_stitch.fusion.planner import Group
 from tf_stitch.fusion.union_find import UnionFind
 from tf_stitch.graph.ir import Graph
-from tf_stitch.graph.liveness import liveness
 
 WRITES = frozenset({"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"})
 # At most this many tensors (pointers) in one bundle: a CUDA launch's parameters are 4 KB.
@@ -72,22 +73,17 @@ class _Reach:
             for name in g.names:
                 self.unit[name] = str(i)
         self.units = UnionFind(set(self.names))  # groups, joined as they are bundled
-        self.successors: dict[str, list[str]] = defaultdict(list)
-        for node in graph:
-            for ref in node.inputs:
-                self.successors[ref.node].append(node.name)
-            for c in node.control_inputs:
-                self.successors[c].append(node.name)
-        self.depth: dict[str, int] = {}
-        for node in graph.topological_order():
-            preds = [r.node for r in node.inputs] + node.control_inputs
-            self.depth[node.name] = 1 + max((self.depth[p] for p in preds), default=-1)
-        self.fetched = {r.node for r in graph.fetched()}
-        self.alive = liveness(graph)  # lowered control flow: frames and branches apart
+        ctx = Context(graph)
+        self.successors = ctx.successors
+        self.depth = critical_path(graph, graph.topological_order()).depth
+        self.fetched = {r.node for r in ctx.fetched}
+        self.alive = ctx.liveness  # lowered control flow: frames and branches apart
 
     def key(self, i: int, group: Group) -> tuple:
         members = set(group.names)
-        readers = {r for name in group.names for r in self.successors[name] if r not in members}
+        readers = {
+            r for name in group.names for r in self.successors.get(name, ()) if r not in members
+        }
         device = (group.nodes[0].device, self.alive[group.nodes[0].name])
         last = readers and all(self.graph.node(r).op in WRITES for r in readers)
         if last and not members & self.fetched:
@@ -116,7 +112,7 @@ class _Reach:
 
     def _reaches(self, source: str, target: str) -> bool:
         start = set(self._members(source))
-        stack = [s for name in start for s in self.successors[name] if s not in start]
+        stack = [s for name in start for s in self.successors.get(name, ()) if s not in start]
         seen: set[str] = set()
         while stack:
             name = stack.pop()
@@ -130,5 +126,5 @@ class _Reach:
             nexts = self._members(root) if root is not None and root != source else [name]
             for member in nexts:
                 seen.add(member)
-                stack.extend(s for s in self.successors[member] if s not in seen)
+                stack.extend(s for s in self.successors.get(member, ()) if s not in seen)
         return False

@@ -283,6 +283,9 @@ LIBRARY_CALLS = frozenset(
     }
 )
 _VIEW_OPS = frozenset({"Reshape", "ExpandDims", "Squeeze", "Identity"})
+# Kinds of ops that do not count as a group's compute: views, windows and matmuls (a kernel of
+# one matmul and its bias add is what the library call is).
+NOT_COMPUTE = (OpKind.RESHAPE, OpKind.SLICE, OpKind.MATMUL)
 
 
 # Activations TensorFlow's remapper fuses with a library op and its bias add (one `_FusedMatMul`

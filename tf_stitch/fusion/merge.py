@@ -9,6 +9,7 @@ from collections import deque
 from tf_stitch.fusion.decision import Decision, allow, forbid
 from tf_stitch.fusion.layout import analyze, fmt
 from tf_stitch.fusion.legality import (
+    NOT_COMPUTE,
     Context,
     group_outputs,
     only_library_epilogues,
@@ -19,7 +20,6 @@ from tf_stitch.fusion.legality import (
 from tf_stitch.fusion.op_kinds import OpKind, op_spec
 from tf_stitch.fusion.union_find import UnionFind
 
-_NOT_COMPUTE = (OpKind.RESHAPE, OpKind.SLICE, OpKind.MATMUL)
 # A matmul's right operand from which oneDNN's GEMM is clearly faster than a tile at a
 # training batch (a Keras MLP's 256x256 layers: its step 1.06-1.22x TensorFlow's as tiles).
 LIBRARY_GEMM_ELEMENTS = 32 * 1024
@@ -63,7 +63,7 @@ def keeps_library_call(ctx: Context, a: set[str], b: set[str], union: set[str]) 
         sizes = [d for d in weights or () if d is not None]
         if not weights or len(sizes) != len(weights) or math.prod(sizes) < LIBRARY_GEMM_ELEMENTS:
             continue  # a small right operand: the tile is as fast, and a launch fewer
-        compute = [n for n, k in zip(nodes, kinds, strict=True) if k not in _NOT_COMPUTE]
+        compute = [n for n, k in zip(nodes, kinds, strict=True) if k not in NOT_COMPUTE]
         if not compute or not only_library_epilogues(ctx, compute):
             continue
         if any(op_spec(ctx.graph.node(n).op).kind is OpKind.MATMUL for n in y):

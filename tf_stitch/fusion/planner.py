@@ -17,6 +17,7 @@ from tf_stitch.fusion.critical_path import critical_path
 from tf_stitch.fusion.decision import Decision, Record, allow, forbid
 from tf_stitch.fusion.layout import Layout, analyze, data_inputs
 from tf_stitch.fusion.legality import (
+    NOT_COMPUTE,
     Context,
     group_outputs,
     node_legality,
@@ -178,9 +179,7 @@ def _finish(
     # is, and TensorFlow's fused library call is the faster of the two (oneDNN's GEMM at a
     # training batch: a Keras MLP's step 1.38x TensorFlow's with its dense layers as tiles);
     # a kernel of several matmuls (siblings reading one input) saves launches.
-    compute = [
-        n for n in nodes if op_spec(n.op).kind not in (OpKind.RESHAPE, OpKind.SLICE, OpKind.MATMUL)
-    ]
+    compute = [n for n in nodes if op_spec(n.op).kind not in NOT_COMPUTE]
     tiles = sum(op_spec(n.op).kind is OpKind.MATMUL for n in nodes)
     if compute and tiles <= 1 and only_library_epilogues(ctx, compute):
         plan.log(
@@ -191,6 +190,7 @@ def _finish(
             ),
         )
         return None
+    # One elementwise op: nothing to stitch, but a candidate for a bundle (plan.singles).
     single = len(compute) == 1 and not tiles and options.merge and _static_elementwise(compute[0])
     if len(compute) < options.min_compute_ops:
         if len(nodes) > 1 or compute:
@@ -200,25 +200,18 @@ def _finish(
         if not single:
             return None
     layout = analyze(ctx.graph, members, ctx.order, ctx.dims, ctx.tile_budget)
-    if single and len(compute) < options.min_compute_ops:
-        if not isinstance(layout, Decision) and all(isinstance(d, int) for d in layout.domain):
-            group = _group(ctx, members, nodes, gid, layout, options)
-            if group is not None:
-                plan.singles.append(group)
+    group = (
+        layout
+        if isinstance(layout, Decision)
+        else _group(ctx, members, nodes, gid, layout, options)
+    )
+    if isinstance(group, Decision):  # a single node never checked by a merge, or loops
+        if len(compute) >= options.min_compute_ops:
+            plan.log(f"group of {nodes[0].name}", group)
         return None
-    if isinstance(layout, Decision):  # a single node never checked by a merge
-        plan.log(f"group of {nodes[0].name}", layout)
+    if len(compute) < options.min_compute_ops:
+        plan.singles.append(group)
         return None
-    group = _group(ctx, members, nodes, gid, layout, options)
-    if group is None:
-        loops = loops_started(ctx, members, group_outputs(ctx, members))
-        plan.log(
-            f"group of {nodes[0].name}",
-            forbid(
-                f"its outputs start {len(loops)} loops ({', '.join(loops[:3])}): TensorFlow "
-                "runs them on separate threads only if separate ops feed them"
-            ),
-        )
     return group
 
 
@@ -239,8 +232,9 @@ def _group(
     gid: int,
     layout: Layout,
     options: PlannerOptions,
-) -> Group | None:
-    """The group of `members` laid out as `layout`; None if its outputs start several loops."""
+) -> Group | Decision:
+    """The group of `members` laid out as `layout`, or why not (its outputs start several
+    loops)."""
     level = levels(ctx.graph, nodes)
     memory = plan_memory(ctx.graph, nodes, layout, level, options.on_chip_budget)
     inputs: list[TensorRef] = []
@@ -252,6 +246,10 @@ def _group(
         if gather.indices not in inputs:
             inputs.append(gather.indices)
     outputs = group_outputs(ctx, members)
-    if len(loops_started(ctx, members, outputs)) > 1:
-        return None
+    loops = loops_started(ctx, members, outputs)
+    if len(loops) > 1:
+        return forbid(
+            f"its outputs start {len(loops)} loops ({', '.join(loops[:3])}): TensorFlow "
+            "runs them on separate threads only if separate ops feed them"
+        )
     return Group(gid, nodes, layout, schedule_of(layout), level, memory, inputs, outputs)

@@ -21,7 +21,7 @@ from tensorflow.python.framework import convert_to_constants as ctc
 
 from tf_stitch.graph.io import GraphDef
 from tf_stitch.graph.library import all_nodes, function_refs, library_nodes
-from tf_stitch.graph.loop_constants import sink_loop_constants
+from tf_stitch.graph.loop_constants import WHILE_OPS, sink_loop_constants
 from tf_stitch.graph.stateless_control_flow import make_control_flow_stateless
 
 CONTROL_FLOW_OPS = frozenset(
@@ -159,9 +159,6 @@ def written_variables(concrete: Any) -> dict[str, tuple[Any, Any]]:
     return out
 
 
-_LOOPS = ("While", "StatelessWhile")
-
-
 def _annotate_reads(graph_def: GraphDef, written: dict[str, tuple[Any, Any]]) -> None:
     """Gives each ReadVariableOp of a written variable its value's shape (`_shape`): TensorFlow's
     shape inference does not know a resource Placeholder's (graph/io.py reads the attr). So do
@@ -181,7 +178,7 @@ def _annotate_reads(graph_def: GraphDef, written: dict[str, tuple[Any, Any]]) ->
                 return None
             if nd.op == "Identity" and nd.input:
                 ref = nd.input[0]
-            elif nd.op in _LOOPS and int(index or 0) < len(nd.input):
+            elif nd.op in WHILE_OPS and int(index or 0) < len(nd.input):
                 ref = nd.input[int(index or 0)]  # a loop passes its handle through unchanged
             else:
                 return None
@@ -193,7 +190,7 @@ def _annotate_reads(graph_def: GraphDef, written: dict[str, tuple[Any, Any]]) ->
             name = variable(nd.input[0])
             if name is not None:
                 nd.attr["_shape"].shape.CopyFrom(shapes[name].as_proto())
-        elif nd.op in _LOOPS:
+        elif nd.op in WHILE_OPS:
             for i, ref in enumerate(r for r in nd.input if not r.startswith("^")):
                 name = variable(ref)
                 if name is not None:

@@ -22,9 +22,8 @@ import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
 from tf_stitch.graph.ir import Graph, Node, Shape, TensorRef
+from tf_stitch.graph.loop_constants import WHILE_OPS
 from tf_stitch.graph.values import constant_value
-
-LOOPS = ("While", "StatelessWhile")
 
 BodyGraph = Callable[[Node], Graph | None]
 ListElements = tuple[Shape, str]  # the elements' shape and dtype
@@ -57,7 +56,7 @@ def _elements(graph: Graph, ref: TensorRef, body_graph: BodyGraph) -> ListElemen
             dtype = node.attrs.get("element_dtype")
             name = getattr(dtype, "name", None)
             return (_shape_value(graph, node.inputs[0]), name) if name else None
-        if node.op in LOOPS:
+        if node.op in WHILE_OPS:
             body = body_graph(node)
             return None if body is None else _pushed(body, ref.index)
         return None

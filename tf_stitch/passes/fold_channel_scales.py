@@ -91,28 +91,41 @@ def _fold(graph: Graph, lib: Node, readers: Readers, ordered: dict[str, list[str
     graph.remove([n.name for n in (bias_node, mul, shift_node) if n is not None])
 
 
+def chain_operand(
+    graph: Graph, ref: TensorRef, readers: list[str], ops: tuple[str, ...]
+) -> tuple[Node, TensorRef] | None:
+    """The next link of a library call's per-channel chain: the only reader of `ref` (not a
+    fetched tensor) if it is one of `ops`, keeps `ref`'s shape and has one other operand, and
+    that operand; else None."""
+    if len(readers) != 1 or ref in graph.fetched():
+        return None
+    node = graph.node(readers[0])
+    if node.op not in ops or node.control_inputs or len(node.inputs) != 2:
+        return None
+    if node.op == "BiasAdd" and (
+        node.inputs[0] != ref or node.attrs.get("data_format", b"NHWC") not in (b"NHWC", "NHWC")
+    ):
+        return None  # an NCHW bias is not per output channel of an NHWC result
+    other = node.inputs[1] if node.inputs[0] == ref else node.inputs[0]
+    if other == ref or node.outputs[0].shape != graph.info(ref).shape:
+        return None  # the operand broadcasts the result to another shape
+    return node, other
+
+
 def _constant_operand(
     graph: Graph, ref: TensorRef, readers: list[str], ops: tuple[str, ...], channels: int
 ) -> tuple[Node | None, np.ndarray | None]:
     """The only reader of `ref` if it is one of `ops` with a constant per-channel (or scalar)
     other operand, and that operand as a [channels] vector; else (None, None)."""
-    if len(readers) != 1 or ref in graph.fetched():
+    link = chain_operand(graph, ref, readers, ops)
+    if link is None:
         return None, None
-    node = graph.node(readers[0])
-    if node.op not in ops or node.control_inputs or len(node.inputs) != 2:
-        return None, None
-    if node.op == "BiasAdd" and (
-        node.inputs[0] != ref or node.attrs.get("data_format", b"NHWC") not in (b"NHWC", "NHWC")
-    ):
-        return None, None  # an NCHW bias is not per output channel of an NHWC result
-    other = node.inputs[1] if node.inputs[0] == ref else node.inputs[0]
+    node, other = link
     value = constant_value(graph, other)
-    if value is None or value.dtype != np.float32 or other == ref:
+    if value is None or value.dtype != np.float32:
         return None, None
     if value.size not in (1, channels) or any(d != 1 for d in value.shape[:-1]):
         return None, None
-    if node.outputs[0].shape != graph.info(ref).shape:
-        return None, None  # the constant broadcasts the result to another shape
     return node, np.broadcast_to(value.reshape(-1), (channels,)).astype(np.float32)
 
 

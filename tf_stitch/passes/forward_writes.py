@@ -43,7 +43,8 @@ _WRITES = frozenset({"AssignVariableOp", *_UPDATES})
 def forward_writes(graph: Graph, ctx: PassContext) -> Graph:
     """Read-modify-write variable updates -> a computed value assigned, read back by its readers."""
     users: dict[TensorRef, list[Node]] = {}
-    for node in graph.topological_order():
+    ordered = graph.topological_order()
+    for node in ordered:
         for ref in node.inputs:
             if graph.info(ref).dtype == "resource" and graph.node(ref.node).op == "Placeholder":
                 users.setdefault(ref, []).append(node)
@@ -51,7 +52,7 @@ def forward_writes(graph: Graph, ctx: PassContext) -> Graph:
     if not chains:
         return graph
     out = graph.copy()
-    order = {n.name: i for i, n in enumerate(out.topological_order())}
+    order = {n.name: i for i, n in enumerate(ordered)}  # the copy's nodes have the same names
     for handle, ops in chains.items():
         _forward(out, order, handle, [out.node(n.name) for n in ops])
     return out

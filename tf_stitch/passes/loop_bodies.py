@@ -56,6 +56,7 @@ def optimize_loop_bodies(graph: Graph, ctx: PassContext, run: Run) -> Graph:
         try:
             lists = list_element_shapes(graph, loop, original_body)
             body_graph = function_graph(out.library, body, shapes, lists)
+            bodies.setdefault(loop.name, body_graph)  # as it was: a later loop may ask
             options = dataclasses.replace(ctx.options, tile_budget=LOOP_TILE_OPERANDS_BYTES)
             optimized, body_ctx = run(body_graph, options)
             if not body_ctx.kernels:

@@ -33,6 +33,7 @@ from tf_stitch.graph.values import constant_value
 from tf_stitch.passes.base import PassContext, graph_pass
 from tf_stitch.passes.builder import NodeBuilder
 from tf_stitch.passes.decompose_common import channels_first
+from tf_stitch.passes.fold_channel_scales import chain_operand
 
 _ADDS = ("Add", "AddV2", "BiasAdd")
 _LIBRARY = ("Conv2D", "DepthwiseConv2dNative", "MatMul")
@@ -85,23 +86,12 @@ def _channels(lib: Node) -> int:
 
 def _scale(graph: Graph, lib: Node, readers: Readers) -> None:
     channels = _channels(lib)
-    fetched = graph.fetched()
 
     def step(ref: TensorRef, ops: tuple[str, ...]) -> tuple[Node | None, TensorRef | None]:
-        users = readers.get(ref, [])
-        if len(users) != 1 or ref in fetched:
+        link = chain_operand(graph, ref, readers.get(ref, []), ops)
+        if link is None or not _channel_vector(graph, link[1], channels):
             return None, None
-        node = graph.node(users[0])
-        if node.op not in ops or node.control_inputs or len(node.inputs) != 2:
-            return None, None
-        if node.op == "BiasAdd" and (node.inputs[0] != ref or channels_first(node)):
-            return None, None
-        other = node.inputs[1] if node.inputs[0] == ref else node.inputs[0]
-        if other == ref or node.outputs[0].shape != graph.info(ref).shape:
-            return None, None
-        if not _channel_vector(graph, other, channels):
-            return None, None
-        return node, other
+        return link
 
     bias_node, bias = step(lib.output(0), _ADDS)
     after_bias = bias_node.output(0) if bias_node is not None else lib.output(0)

@@ -33,7 +33,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from tf_stitch.graph.callable import IMPORT_SCOPE
-from tf_stitch.graph.ir import Graph, Node
+from tf_stitch.graph.ir import Graph, Node, TensorRef
 from tf_stitch.profiler.gpu_layout import fused_call_kernels, layout_transposes
 from tf_stitch.profiler.op_launches import OpLaunches
 
@@ -154,17 +154,19 @@ _HELD = frozenset(
 )
 
 
-def adopts_value(graph: Graph, node: Node) -> bool:
+def adopts_value(
+    graph: Graph, node: Node, readers: dict[TensorRef, list[str]] | None = None
+) -> bool:
     """Whether an AssignVariableOp takes over its value's buffer rather than copying it: it
     does when it is the value's last user (resource_variable_ops.cc, `forward_input`), i.e. a
-    value computed in the step that nothing else reads."""
+    value computed in the step that nothing else reads. `readers`: `graph.consumers()`."""
     if len(node.inputs) != 2:
         return False
     value = node.inputs[1]
     producer = graph.nodes.get(value.node)
     if producer is None or producer.op in _HELD:
         return False
-    return sum(ref == value for n in graph for ref in n.inputs) == 1
+    return len((graph.consumers() if readers is None else readers).get(value, [])) == 1
 
 
 def count_gpu_launches(ops: OpLaunches, graph: Graph, cuda_kernels: Collection[str]) -> GpuLaunches:
@@ -179,6 +181,13 @@ def count_gpu_launches(ops: OpLaunches, graph: Graph, cuda_kernels: Collection[s
     notes: list[str] = []
     unknown: Counter[str] = Counter()
     adopted = 0
+    consumers: list[dict[TensorRef, list[str]]] = []
+
+    def readers() -> dict[TensorRef, list[str]]:  # the graph's, once, if an assign ran
+        if not consumers:
+            consumers.append(graph.consumers())
+        return consumers[0]
+
     for run, times in ops.runs.items():
         op = gpu_op_type(run.op)
         node = _node(graph, run.node)
@@ -192,7 +201,7 @@ def count_gpu_launches(ops: OpLaunches, graph: Graph, cuda_kernels: Collection[s
         elif op in LIST_OPS or (node is not None and runs_on_host(graph, node)):
             on_host[op] += times
             continue
-        elif op == "AssignVariableOp" and node is not None and adopts_value(graph, node):
+        elif op == "AssignVariableOp" and node is not None and adopts_value(graph, node, readers()):
             adopted += times
             continue
         elif op == "Einsum" and node is not None:
