@@ -11,7 +11,8 @@ import tensorflow as tf
 from conftest import assert_close
 
 import tf_stitch
-from tf_stitch.fusion.planner import plan_groups
+from tf_stitch.fusion.legality import has_cpu_only_epilogues
+from tf_stitch.fusion.planner import PlannerOptions, plan_groups
 from tf_stitch.graph.frontends import load
 
 RNG = np.random.default_rng(3)
@@ -23,7 +24,7 @@ def _c(*shape: int) -> tf.Tensor:
 
 
 W, B = _c(512, 640), _c(640)  # a library call (too large for a tile)
-SMALL_W = _c(16, 32)  # a tile: the kernel computes the matmul, its bias add and activation
+SMALL_W, SMALL_B = _c(16, 32), _c(32)  # a tile: the kernel computes matmul, bias, activation
 K, KB = _c(3, 3, 4, 8), _c(8)
 D, DB = _c(3, 3, 4, 1), _c(4)
 
@@ -100,3 +101,40 @@ def test_a_matmul_s_relu_mask_goes_with_the_gradient_not_into_the_matmul() -> No
     (mask,) = [g for g in plan.groups if any(n.op == "Greater" for n in g.nodes)]
     assert {n.op for n in mask.nodes} >= {"Greater", "Cast", "Mul"}  # with the gradient
     assert any("keeps a matmul and its fused epilogue" in str(r) for r in plan.records)
+
+
+def _tile_sigmoid(x: tf.Tensor) -> tf.Tensor:
+    return tf.sigmoid(tf.matmul(x, SMALL_W) + SMALL_B)  # a recommender's output layer
+
+
+@pytest.mark.parametrize(
+    ("fn", "gpu_groups"),
+    [(_tile_sigmoid, 1), (CASES[1][1], 1), (CASES[8][1], 0)],
+    ids=["tile_sigmoid", "matmul_sigmoid", "tile_relu"],
+)
+def test_on_a_gpu_only_relu_is_the_library_s(fn: Callable[..., tf.Tensor], gpu_groups: int) -> None:
+    """TensorFlow's GPU remapper fuses only a ReLU with a matmul and its bias add: planned for
+    a GPU, any other activation is stitched (with a small matmul as its tile, or with the bias
+    add of a large one), where on a CPU oneDNN's fused call takes it."""
+    spec = S([None, 16]) if fn is not CASES[1][1] else MATMUL_IN
+    graph = load(tf.function(fn).get_concrete_function(spec)).graph
+    assert plan_groups(graph).groups == []
+    assert has_cpu_only_epilogues(graph) is (gpu_groups == 1)
+    groups = plan_groups(graph, PlannerOptions(gpu=True)).groups
+    assert len(groups) == gpu_groups
+    if fn is _tile_sigmoid:
+        assert {n.op for n in groups[0].nodes} >= {"MatMul", "Sigmoid"}
+
+
+@pytest.mark.usefixtures("kernel_cache")
+def test_a_gpu_counts_the_graph_planned_for_it() -> None:
+    """count_launches' GPU count is of the graph optimized for a GPU: there the output layer's
+    sigmoid is stitched with its matmul (one launch), where TensorFlow's GPU runs two."""
+    f = tf.function(_tile_sigmoid, input_signature=[S([None, 16])])
+    x = tf.random.normal([4, 16], seed=7)
+    optimized = tf_stitch.optimize(f)
+    assert optimized.kernels == []  # on this CPU, oneDNN's fused call is the one launch
+    launches = tf_stitch.count_launches(optimized, x)
+    assert launches.gpu_optimized is not None and launches.gpu_optimized is not optimized
+    assert_close(f(x), launches.gpu_optimized(x), rtol=1e-5, atol=1e-5)
+    assert launches.tf_gpu == 2 and launches.tf_stitch_gpu == 1, launches

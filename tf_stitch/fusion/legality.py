@@ -28,6 +28,7 @@ class Context:
 
     graph: Graph
     tile_budget: int | None = None  # the bytes of a kernel's tiles' right operands together
+    gpu: bool = False  # planned for a GPU: TensorFlow's GPU library calls fuse fewer activations
     fed: set[TensorRef] = field(init=False)
     fetched: set[TensorRef] = field(init=False)
 
@@ -295,6 +296,49 @@ FUSED_ACTIVATIONS: dict[str, frozenset[str]] = {
     "Conv2D": frozenset({"Relu", "Relu6", "Elu", "LeakyRelu"}),
     "DepthwiseConv2dNative": frozenset({"Relu", "Relu6", "Elu"}),
 }
+# On a GPU the remapper fuses only a ReLU (cuDNN's convolution-bias-activation, cuBLASLt's
+# epilogues; remapper.cc's IsGpuCompatible) and cuBLASLt's GELU: any other activation is a
+# kernel of its own there, which stitching it with the matmul saves.
+GPU_FUSED_ACTIVATIONS = frozenset({"Relu", "Gelu"})
+
+
+def fused_activations(library: str, gpu: bool) -> frozenset[str]:
+    """The activations TensorFlow runs in one launch with `library` and its bias add."""
+    on_cpu = FUSED_ACTIVATIONS.get(library, frozenset())
+    return on_cpu & GPU_FUSED_ACTIVATIONS if gpu else on_cpu
+
+
+def has_cpu_only_epilogues(graph: Graph) -> bool:
+    """Whether `graph` has an activation of a library call's bias add that TensorFlow fuses
+    into the call on a CPU but not on a GPU (the two plan differently)."""
+    for node in graph:
+        if node.op in GPU_FUSED_ACTIVATIONS or len(node.inputs) != 1:
+            continue
+        add = graph.nodes.get(node.inputs[0].node)
+        if add is None:
+            continue
+        library = (
+            _library_through_views(graph, add.inputs[0])
+            if add.op == "BiasAdd"
+            else library_of_epilogue(graph, add)
+        )
+        if library is not None and node.op in FUSED_ACTIVATIONS.get(library.op, ()):
+            return True
+    return False
+
+
+def _library_through_views(graph: Graph, ref: TensorRef) -> Node | None:
+    """The matmul or convolution `ref` is the result of, through up to two views."""
+    node = graph.nodes.get(ref.node)
+    for _ in range(3):
+        if node is None:
+            return None
+        if node.op in LIBRARY_CALLS:
+            return node
+        if node.op not in _VIEW_OPS or not node.inputs:
+            return None
+        node = graph.nodes.get(node.inputs[0].node)
+    return None
 
 
 def library_of_epilogue(graph: Graph, node: Node) -> Node | None:
@@ -310,15 +354,7 @@ def library_of_epilogue(graph: Graph, node: Node) -> Node | None:
     weights = [i for i, r in enumerate(node.inputs) if derived_from_weights(graph, r)]
     if len(weights) != 1:
         return None
-    other = producers[1 - weights[0]]
-    assert other is not None
-    for _ in range(3):
-        if other.op in LIBRARY_CALLS:
-            return other
-        if other.op not in _VIEW_OPS or not other.inputs:
-            return None
-        other = graph.node(other.inputs[0].node)
-    return None
+    return _library_through_views(graph, node.inputs[1 - weights[0]])
 
 
 def is_weight(graph: Graph, ref: TensorRef) -> bool:
@@ -399,7 +435,7 @@ def only_library_epilogues(ctx: Context, compute: list[Node]) -> bool:
         if add is None or add.name not in adds or len(node.inputs) != 1:
             return False
         library = libraries[add.name]
-        fused = FUSED_ACTIVATIONS.get(library.op if library is not None else "", frozenset())
+        fused = fused_activations(library.op if library is not None else "", ctx.gpu)
         if node.op not in fused or ctx.consumers.get(add.output(0), []) != [node.name]:
             return False
     return bool(adds)

@@ -46,6 +46,8 @@ class PlannerOptions:
     merge: bool = True
     # The bytes of one kernel's matmul tiles' right operands together (None: no bound).
     tile_budget: int | None = None
+    # Planned for a GPU (the library epilogues TensorFlow fuses there: legality.fused_activations).
+    gpu: bool = False
 
 
 @dataclass
@@ -80,7 +82,7 @@ class Plan:
 
 def plan_groups(graph: Graph, options: PlannerOptions | None = None) -> Plan:
     options = options or PlannerOptions()
-    ctx = Context(graph, options.tile_budget)
+    ctx = Context(graph, options.tile_budget, options.gpu)
     plan = Plan()
     order = graph.topological_order()
     attention = find_attention(ctx, plan.log) if options.merge else []

@@ -40,6 +40,12 @@ class Options:
     # GPU's: see passes/nchw_layout.py).
     conv_layout: str = "NHWC"
 
+    @property
+    def gpu(self) -> bool:
+        """Planned for a GPU: CUDA kernels, or a GPU's convolution layout (whose library calls
+        fuse fewer activations: fusion/legality.fused_activations)."""
+        return self.cuda or self.conv_layout == "NCHW"
+
     def __post_init__(self) -> None:
         if self.conv_layout not in CONV_LAYOUTS:
             raise ValueError(f"conv_layout must be one of {CONV_LAYOUTS}, got {self.conv_layout!r}")

@@ -17,7 +17,9 @@ GROUP_ATTR = "_stitch_group"
 def stitch(graph: Graph, ctx: PassContext) -> Graph:
     """Groups memory-bound ops along the critical path into stitchable groups."""
     options = PlannerOptions(
-        on_chip_budget=ctx.options.on_chip_budget, tile_budget=ctx.options.tile_budget
+        on_chip_budget=ctx.options.on_chip_budget,
+        tile_budget=ctx.options.tile_budget,
+        gpu=ctx.options.gpu,
     )
     plan = plan_groups(graph, options)
     ctx.plan = plan

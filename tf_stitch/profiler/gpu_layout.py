@@ -17,6 +17,7 @@ norm, another activation) as a kernel of its own: `fused_call_kernels`.
 
 from __future__ import annotations
 
+from tf_stitch.fusion.legality import GPU_FUSED_ACTIVATIONS
 from tf_stitch.fusion.op_kinds import OpKind, op_kind
 from tf_stitch.graph.ir import Graph, Node, TensorRef
 
@@ -44,7 +45,6 @@ LIBRARY_CALLS = frozenset({"Conv2D", "DepthwiseConv2dNative", "MatMul", "BatchMa
 # What a GPU library call does in its own kernel after the product: a bias add, then a ReLU
 # (cuDNN's convolution-bias-activation; cuBLASLt's bias and ReLU/GELU epilogues).
 _EPILOGUE_BIAS = frozenset({"BiasAdd", "Add", "AddV2"})
-_EPILOGUE_ACTIVATIONS = frozenset({"Relu", "Gelu"})
 
 
 def _rank4_float(graph: Graph, ref: TensorRef) -> bool:
@@ -119,6 +119,6 @@ def fused_call_kernels(graph: Graph, name: str) -> int:
     chain.reverse()  # from the call outwards
     if chain and chain[0] in _EPILOGUE_BIAS:
         chain = chain[1:]
-        if chain and chain[0] in _EPILOGUE_ACTIVATIONS:
+        if chain and chain[0] in GPU_FUSED_ACTIVATIONS:
             chain = chain[1:]
     return 1 + len(chain)
