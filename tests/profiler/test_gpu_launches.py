@@ -168,3 +168,23 @@ def test_measured_on_a_real_run() -> None:
     assert sum(cpu_ops.values()) == report.tf_stitch
     assert set(gpu_op_type(t) for t in cpu_ops) == set(gpu.by_type) | set(gpu.on_host)
     assert "tf_stitch on a GPU" in str(report)
+
+
+def test_a_loop_s_counter_runs_on_the_host_in_both_runs() -> None:
+    """A While's counter and bound (int32 ops of its body and condition, library functions)
+    launch no GPU kernel, in TensorFlow's run and in tf_stitch's alike; its float ops do."""
+
+    def fn(x: tf.Tensor) -> tf.Tensor:
+        def body(i: tf.Tensor, h: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            return i + 1, tf.tanh(h * 0.5 + 1.0)
+
+        return tf.while_loop(lambda i, h: i < 5, body, (tf.constant(0), x))[1]
+
+    report = tf_stitch.count_launches(fn, tf.random.normal([4, 8]))
+    for gpu in (report.tf_gpu_detail, report.tf_stitch_gpu_detail):
+        assert gpu is not None
+        assert gpu.on_host.get("Less", 0) >= 6 and gpu.on_host.get("AddV2", 0) >= 5, gpu
+        assert "Less" not in gpu.by_type, gpu
+        assert not any("Grappler made them" in n for n in gpu.notes), gpu.notes
+    stitched = report.tf_stitch_gpu_detail
+    assert stitched is not None and stitched.by_type.get("StitchedKernel", 0) >= 5

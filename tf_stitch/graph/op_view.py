@@ -10,12 +10,14 @@ from typing import Any
 from tf_stitch.graph.ir import Graph, Node, TensorInfo, TensorRef
 
 # The attributes kept: those that decide how many kernels an op launches.
-KEPT_ATTRS = ("data_format", "equation")
+# Attributes the GPU model reads: a convolution's layout, an Einsum's equation, a loop's
+# functions (NameAttrLists, by `.name`).
+KEPT_ATTRS = ("data_format", "equation", "body", "cond")
 
 
 def graph_of_function(concrete: Any) -> Graph:
-    """The ops of a ConcreteFunction's graph as IR nodes (function bodies it calls not
-    included), its outputs the function's."""
+    """The ops of a ConcreteFunction's graph as IR nodes (the bodies of the functions it calls
+    in its library, as protobuf), its outputs the function's."""
     graph = Graph()
     for op in concrete.graph.get_operations():
         attrs = {}
@@ -35,6 +37,7 @@ def graph_of_function(concrete: Any) -> Graph:
             )
         )
     graph.outputs = [TensorRef(t.op.name, t.value_index) for t in concrete.outputs]
+    graph.library = concrete.graph.as_graph_def().library.SerializeToString()
     return graph
 
 

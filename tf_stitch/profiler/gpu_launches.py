@@ -8,7 +8,8 @@ TensorFlow runs for it on a GPU:
   source runs its CPU kernel on the host (counted as one launch, and named in the notes);
 - an op whose inputs are all int32 (outputs int32 or bool) runs on the host: TensorFlow
   registers the GPU kernels of int32 ops with every argument in host memory (shape and index
-  arithmetic), so it launches no GPU kernel;
+  arithmetic), so it launches no GPU kernel; inside a loop's body or condition (a library
+  function, `LoopNodes`) the op's type attribute says so (a loop's counter and bound);
 - CPU-only variants (oneDNN's `_Mkl*`) are counted as the op they replace;
 - convolutions and poolings are one kernel each, in the NCHW layout Grappler's layout
   optimizer gives them on a GPU, plus the transposes it inserts where their tensors meet ops it
@@ -28,9 +29,12 @@ high can only understate tf_stitch's advantage).
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass, field
+
+from tensorflow.core.framework import function_pb2, node_def_pb2, types_pb2
 
 from tf_stitch.graph.callable import IMPORT_SCOPE
 from tf_stitch.graph.ir import Graph, Node, TensorRef
@@ -134,6 +138,50 @@ def _node(graph: Graph, name: str) -> Node | None:
     return graph.nodes.get(name)
 
 
+# A node of a While's body or condition runs (and is traced) as `<while>/body/_<k>/<node>`.
+_IN_LOOP = re.compile(r"^(.*?)/(body|cond)/_\d+/(.*)$")
+
+
+class LoopNodes:
+    """The nodes of `graph`'s loop bodies and conditions (library functions), found by the
+    names a trace gives them, nested loops included."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self._functions: dict[str, dict[str, node_def_pb2.NodeDef]] | None = None
+
+    def _function(self, name: str) -> dict[str, node_def_pb2.NodeDef]:
+        if self._functions is None:
+            lib = function_pb2.FunctionDefLibrary()
+            lib.ParseFromString(self.graph.library)
+            self._functions = {
+                f.signature.name: {n.name: n for n in f.node_def} for f in lib.function
+            }
+        return self._functions.get(name, {})
+
+    def find(self, traced: str) -> node_def_pb2.NodeDef | None:
+        match = _IN_LOOP.match(traced.removeprefix(IMPORT_SCOPE + "/"))
+        if match is None:
+            return None
+        loop, part, inner = match.groups()
+        node = self.graph.nodes.get(loop)
+        ref = node.attrs.get(part) if node is not None else None
+        nodes = self._function(getattr(ref, "name", ""))
+        while inner not in nodes and (match := _IN_LOOP.match(inner)) is not None:
+            loop, part, inner = match.groups()
+            nested = nodes.get(loop)
+            if nested is None or part not in nested.attr:
+                return None
+            nodes = self._function(nested.attr[part].func.name)
+        return nodes.get(inner)
+
+
+def runs_on_host_in_loop(node: node_def_pb2.NodeDef) -> bool:
+    """`runs_on_host` for a node of a loop's function, from its type attribute: an op on int32
+    (a loop's counters and bounds) keeps its arguments in host memory."""
+    return "T" in node.attr and node.attr["T"].type == types_pb2.DT_INT32
+
+
 def runs_on_host(graph: Graph, node: Node) -> bool:
     """Whether TensorFlow runs `node` on the host on a GPU machine: every data input int32 and
     every output int32 or bool (TF keeps such kernels' arguments in host memory)."""
@@ -188,17 +236,23 @@ def count_gpu_launches(ops: OpLaunches, graph: Graph, cuda_kernels: Collection[s
             consumers.append(graph.consumers())
         return consumers[0]
 
+    loops = LoopNodes(graph)
     for run, times in ops.runs.items():
         op = gpu_op_type(run.op)
         node = _node(graph, run.node)
-        if node is None and op != STITCHED_OP:
+        looped = loops.find(run.node) if node is None else None
+        if node is None and looped is None and op != STITCHED_OP:
             unknown[op] += times
         if op == STITCHED_OP:
             name = run.node.removeprefix(IMPORT_SCOPE + "/")
             if name not in cuda_kernels:
                 notes.append(f"{name}: no CUDA source, its CPU kernel runs on the host")
             kernels = 1
-        elif op in LIST_OPS or (node is not None and runs_on_host(graph, node)):
+        elif (
+            op in LIST_OPS
+            or (node is not None and runs_on_host(graph, node))
+            or (looped is not None and runs_on_host_in_loop(looped))
+        ):
             on_host[op] += times
             continue
         elif op == "AssignVariableOp" and node is not None and adopts_value(graph, node, readers()):
@@ -223,7 +277,9 @@ def count_gpu_launches(ops: OpLaunches, graph: Graph, cuda_kernels: Collection[s
         by_type[LAYOUT_TRANSPOSE] += transposes
     if unknown:
         listed = ", ".join(f"{op} x{n}" for op, n in sorted(unknown.items()))
-        notes.append(f"ops not in the optimized graph (Grappler made them), by type: {listed}")
+        notes.append(
+            f"ops not in the optimized graph or its loops (Grappler made them), by type: {listed}"
+        )
     return GpuLaunches(
         total=by_type.total(),
         by_type=dict(sorted(by_type.items())),
