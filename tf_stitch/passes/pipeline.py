@@ -41,6 +41,7 @@ from tf_stitch.passes.push_slices import push_slices
 from tf_stitch.passes.refresh_shapes import refresh_shapes
 from tf_stitch.passes.restore_bias_adds import restore_bias_adds
 from tf_stitch.passes.scale_live_filters import scale_live_filters
+from tf_stitch.passes.slice_grads import slice_grads
 from tf_stitch.passes.slice_views import slice_views
 from tf_stitch.passes.split_slices import split_slices
 from tf_stitch.passes.static_reshape import static_reshape
@@ -54,6 +55,7 @@ PIPELINE: tuple[Pass, ...] = (
     decompose_softmax,  # Softmax/LogSoftmax -> max, sub, exp, sum, div
     decompose_batch_norm,  # inference FusedBatchNorm -> x * s + t
     decompose_bias_add,  # BiasAdd -> AddV2
+    slice_grads,  # AddN of StridedSliceGrads tiling a tensor -> their Pack/ConcatV2
     decompose_add_n,  # AddN -> AddV2 chain
     decompose_gradients,  # ReluGrad, SigmoidGrad, TanhGrad, BiasAddGrad, ... -> their math
     static_reshape,  # Reshape targets computed from Shape -> constants
