@@ -15,6 +15,7 @@ from tf_stitch.graph.callable import GraphFunction, eager_constant, function_fro
 from tf_stitch.graph.held_constants import held_constants
 from tf_stitch.graph.io import GraphDef, graph_to_graph_def, infer_shapes
 from tf_stitch.graph.ir import Graph, TensorRef
+from tf_stitch.graph.variable_reads import read_in_place
 from tf_stitch.passes.base import Options, PassContext
 from tf_stitch.passes.pipeline import run_pipeline
 from tf_stitch.runtime import op_library
@@ -26,7 +27,8 @@ class OptimizedFunction(GraphFunction):
     `graph` is the optimized graph (`graph_def` its GraphDef, made when first read),
     `original` the ConcreteFunction it came from and `context` what the optimizer decided
     (kernels, reasons, warnings). `variables` are the live variables: Placeholder node name ->
-    resource handle; each call reads them (none if the function was frozen). TensorFlow runs
+    resource handle; each call reads them (none if the function was frozen), those in
+    `read_in_place` inside the kernels that read them (graph/variable_reads.py). TensorFlow runs
     the graph with its large constants held by reference (graph/held_constants.py): they are
     not copied into the function it builds.
     """
@@ -42,8 +44,10 @@ class OptimizedFunction(GraphFunction):
     ) -> None:
         specs = [_spec(graph, r) for r in graph.inputs]
         held = held_constants(graph)
+        runnable = graph_to_graph_def(graph, as_placeholders=held)
+        self.read_in_place = read_in_place(runnable, variables or {})
         flat = function_from_graph_def(
-            graph_to_graph_def(graph, as_placeholders=held),
+            runnable,
             [str(r) for r in graph.inputs],
             [str(r) for r in graph.outputs],
             specs,
@@ -117,7 +121,9 @@ def optimize(
     (a GPU's for float32: the convolutions, the ops around them and the stitched kernels
     between them in NCHW, so that TensorFlow's layout optimizer adds no transposes around the
     kernels; TensorFlow's CPU kernels run it too). Default: "NCHW" with `cuda=True`, else
-    "NHWC".
+    "NHWC". A graph with `cuda=True` or NCHW convolutions is planned for a GPU: an activation
+    TensorFlow's GPU library calls do not fuse (all but ReLU and GELU) is stitched with its
+    matmul or bias add, where on a CPU oneDNN's fused call takes it.
     """
     with collector_paused():
         frontend = frontends.load(

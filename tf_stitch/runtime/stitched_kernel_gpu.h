@@ -63,9 +63,12 @@ class StitchedKernelGpuOp : public StitchedKernelBase {
 
   void Compute(OpKernelContext* ctx) override {
     using namespace cuda_driver;  // NOLINT(build/namespaces)
+    std::vector<Tensor> tensors;
+    VariableLocks locks;
+    OP_REQUIRES_OK(ctx, ReadInputs(ctx, &tensors, &locks));
     std::vector<int64_t> symbols;
     std::vector<void*> outputs;
-    OP_REQUIRES_OK(ctx, BindAndAllocate(ctx, &symbols, &outputs));
+    OP_REQUIRES_OK(ctx, BindAndAllocate(ctx, tensors, &symbols, &outputs));
     int64_t units = 0;
     OP_REQUIRES_OK(ctx, CountUnits(symbols, &units));
     if (units == 0) return;
@@ -93,8 +96,8 @@ class StitchedKernelGpuOp : public StitchedKernelBase {
     OP_REQUIRES_OK(ctx, Check(api.cuStreamGetCtx(stream, &context),
                               "cuStreamGetCtx"));
     OP_REQUIRES_OK(ctx, Check(api.cuCtxPushCurrent(context), "cuCtxPushCurrent"));
-    absl::Status status = Launch(ctx, api, context, stream, symbols, outputs,
-                                 units, work);
+    absl::Status status = Launch(ctx, api, context, stream, tensors, symbols,
+                                 outputs, units, work);
     CUcontext popped = nullptr;
     api.cuCtxPopCurrent(&popped);
     OP_REQUIRES_OK(ctx, status);
@@ -104,14 +107,15 @@ class StitchedKernelGpuOp : public StitchedKernelBase {
   absl::Status Launch(OpKernelContext* ctx, const cuda_driver::Api& api,
                       cuda_driver::CUcontext context,
                       cuda_driver::CUstream stream,
+                      const std::vector<Tensor>& inputs,
                       const std::vector<int64_t>& symbols,
                       const std::vector<void*>& outputs, int64_t units,
                       int64_t work) {
     cuda_driver::CUfunction function = nullptr;
     TF_RETURN_IF_ERROR(FunctionFor(api, context, &function));
     std::vector<void*> pointers;
-    for (int i = 0; i < ctx->num_inputs(); ++i) {
-      pointers.push_back(const_cast<void*>(ctx->input(i).data()));
+    for (const Tensor& input : inputs) {
+      pointers.push_back(const_cast<void*>(input.data()));
     }
     pointers.insert(pointers.end(), outputs.begin(), outputs.end());
     Tensor cell;  // int64[3] {0, 0, 0}: a gathered index out of range

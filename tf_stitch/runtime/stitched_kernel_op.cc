@@ -66,6 +66,8 @@
 #include "tensorflow/core/framework/function.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/resource_mgr.h"
+#include "tensorflow/core/framework/resource_var.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
@@ -92,7 +94,7 @@ using ::tensorflow::shape_inference::ShapeHandle;
 
 // Bump whenever this file changes behaviour; op_library.py puts it into the
 // cache key of the built op library (together with a hash of this source).
-constexpr int kOpLibraryVersion = 7;
+constexpr int kOpLibraryVersion = 8;
 
 // Whether StitchedKernel runs record a trace event (tf_stitch.profile's run C
 // switches it on through tf_stitch_set_kernel_tracing, so that its run B
@@ -333,10 +335,18 @@ absl::Status InferShapes(InferenceContext* c) {
   TF_RETURN_IF_ERROR(ReadSignature(c, &sig));
   // The best known dimension for each symbol, merged over all inputs.
   std::vector<DimensionHandle> symbol_dims(sig.binders.size(), c->UnknownDim());
+  std::vector<tensorflow::DataType> types;
+  TF_RETURN_IF_ERROR(c->GetAttr("Tin", &types));
   for (int i = 0; i < c->num_inputs(); ++i) {
     const EncodedShape& expected = sig.inputs[i];
+    ShapeHandle input = c->input(i);
+    if (types[i] == tensorflow::DT_RESOURCE) {  // a variable: its value's shape
+      const auto* handle = c->input_handle_shapes_and_types(i);
+      if (handle == nullptr || handle->empty()) continue;
+      input = (*handle)[0].shape;
+    }
     ShapeHandle shape;
-    absl::Status status = c->WithRank(c->input(i), expected.size(), &shape);
+    absl::Status status = c->WithRank(input, expected.size(), &shape);
     for (int j = 0; status.ok() && j < static_cast<int>(expected.size()); ++j) {
       DimensionHandle dim = c->Dim(shape, j);
       if (IsSymbol(expected[j])) {
@@ -349,7 +359,7 @@ absl::Status InferShapes(InferenceContext* c) {
     if (!status.ok()) {
       return InvalidArgument("StitchedKernel '", sig.kernel_name, "': input ",
                              i, " must have shape ", FormatEncoded(expected),
-                             ", got ", c->DebugString(c->input(i)), " (",
+                             ", got ", c->DebugString(input), " (",
                              status.message(), ")");
     }
   }
@@ -742,6 +752,52 @@ absl::Status ResolveKernel(const Signature& sig, const Embedded& e,
 
 // What the CPU and GPU kernels share: the validated signature, binding the
 // symbols from the inputs, output shapes and the number of work units.
+// The shared locks of the variables a kernel reads in place, taken in order of
+// their mutexes' addresses (as TensorFlow's ops that lock several variables
+// do, so that no two lockers wait on each other) and held until it has run (its
+// GPU launch is ordered before any later write on the stream).
+class VariableLocks {
+ public:
+  // The variable behind resource input `input`, locked by Lock().
+  absl::Status Add(OpKernelContext* ctx, int input) {
+    tensorflow::core::RefCountPtr<tensorflow::Var> var;
+    TF_RETURN_IF_ERROR(tensorflow::LookupResource(
+        ctx, tensorflow::HandleFromInput(ctx, input), &var));
+    inputs_.emplace_back(input, var.get());
+    refs_.push_back(std::move(var));
+    return absl::OkStatus();
+  }
+
+  // Locks every variable once and reads each resource input's value.
+  absl::Status Lock(std::vector<Tensor>* values) {
+    for (const auto& [input, var] : inputs_) held_.push_back(var);
+    std::sort(held_.begin(), held_.end(),
+              [](tensorflow::Var* a, tensorflow::Var* b) {
+                return a->mu() < b->mu();
+              });
+    held_.erase(std::unique(held_.begin(), held_.end()), held_.end());
+    for (tensorflow::Var* v : held_) v->mu()->lock_shared();
+    for (const auto& [input, var] : inputs_) {
+      if (!var->is_initialized || !var->tensor()->IsInitialized()) {
+        return tensorflow::errors::FailedPrecondition(
+            "StitchedKernel input ", input,
+            " is a variable that is not initialized");
+      }
+      (*values)[input] = *var->tensor();
+    }
+    return absl::OkStatus();
+  }
+
+  ~VariableLocks() {
+    for (tensorflow::Var* v : held_) v->mu()->unlock_shared();
+  }
+
+ private:
+  std::vector<std::pair<int, tensorflow::Var*>> inputs_;
+  std::vector<tensorflow::core::RefCountPtr<tensorflow::Var>> refs_;
+  std::vector<tensorflow::Var*> held_;
+};
+
 class StitchedKernelBase : public OpKernel {
  public:
   explicit StitchedKernelBase(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -749,13 +805,33 @@ class StitchedKernelBase : public OpKernel {
   }
 
  protected:
+  // The tensors the kernel reads: its inputs, where a resource input (a live
+  // variable the function does not write) is the variable's tensor, read in
+  // place under its shared lock as ResourceGather reads it. A ReadVariableOp
+  // would copy the whole variable once a sparse access (a gather, a scatter)
+  // has put it in copy-on-read mode.
+  static absl::Status ReadInputs(OpKernelContext* ctx,
+                                 std::vector<Tensor>* inputs,
+                                 VariableLocks* locks) {
+    inputs->resize(ctx->num_inputs());
+    for (int i = 0; i < ctx->num_inputs(); ++i) {
+      if (ctx->input_dtype(i) == tensorflow::DT_RESOURCE) {
+        TF_RETURN_IF_ERROR(locks->Add(ctx, i));
+      } else {
+        (*inputs)[i] = ctx->input(i);
+      }
+    }
+    return locks->Lock(inputs);
+  }
+
   // Binds the symbols and allocates every output; `outputs[i]` is its data.
   absl::Status BindAndAllocate(OpKernelContext* ctx,
+                               const std::vector<Tensor>& inputs,
                                std::vector<int64_t>* symbols,
                                std::vector<void*>* outputs) const {
     // At least one element so that data() is never null for the kernel.
     symbols->assign(std::max<size_t>(sig_.binders.size(), 1), 0);
-    TF_RETURN_IF_ERROR(BindSymbols(ctx, symbols));
+    TF_RETURN_IF_ERROR(BindSymbols(inputs, symbols));
     outputs->assign(ctx->num_outputs(), nullptr);
     for (int i = 0; i < ctx->num_outputs(); ++i) {
       TensorShape shape;
@@ -769,17 +845,17 @@ class StitchedKernelBase : public OpKernel {
 
   // Checks every input against its encoded shape and binds each symbol to the
   // dimension named by its binder.
-  absl::Status BindSymbols(OpKernelContext* ctx,
+  absl::Status BindSymbols(const std::vector<Tensor>& inputs,
                            std::vector<int64_t>* symbols) const {
     for (size_t s = 0; s < sig_.binders.size(); ++s) {
       const Binder& b = sig_.binders[s];
       if (b.input < 0) continue;  // An index that no shape mentions.
-      const TensorShape& shape = ctx->input(b.input).shape();
+      const TensorShape& shape = inputs[b.input].shape();
       if (shape.dims() > b.dim) (*symbols)[s] = shape.dim_size(b.dim);
     }
-    for (int i = 0; i < ctx->num_inputs(); ++i) {
+    for (int i = 0; i < static_cast<int>(inputs.size()); ++i) {
       const EncodedShape& expected = sig_.inputs[i];
-      const TensorShape& actual = ctx->input(i).shape();
+      const TensorShape& actual = inputs[i].shape();
       bool ok = actual.dims() == static_cast<int>(expected.size());
       for (int j = 0; ok && j < actual.dims(); ++j) {
         const int64_t want = IsSymbol(expected[j])
@@ -855,18 +931,19 @@ class StitchedKernelOp : public StitchedKernelBase {
   }
 
   void Compute(OpKernelContext* ctx) override {
+    std::vector<Tensor> tensors;
+    VariableLocks locks;
+    OP_REQUIRES_OK(ctx, ReadInputs(ctx, &tensors, &locks));
     if (run_ == nullptr) {
-      RunFallback(ctx);
+      RunFallback(ctx, tensors);
       return;
     }
     std::vector<int64_t> symbols;
     std::vector<void*> outputs;
-    OP_REQUIRES_OK(ctx, BindAndAllocate(ctx, &symbols, &outputs));
+    OP_REQUIRES_OK(ctx, BindAndAllocate(ctx, tensors, &symbols, &outputs));
 
-    std::vector<const void*> inputs(ctx->num_inputs());
-    for (int i = 0; i < ctx->num_inputs(); ++i) {
-      inputs[i] = ctx->input(i).data();
-    }
+    std::vector<const void*> inputs(tensors.size());
+    for (size_t i = 0; i < tensors.size(); ++i) inputs[i] = tensors[i].data();
 
     int64_t error_cell[3] = {0, 0, 0};
     outputs.push_back(error_cell);
@@ -926,7 +1003,7 @@ class StitchedKernelOp : public StitchedKernelBase {
   }
 
   // Runs the original ops (the `fallback` function) on the op's inputs.
-  void RunFallback(OpKernelContext* ctx) {
+  void RunFallback(OpKernelContext* ctx, const std::vector<Tensor>& args) {
     tensorflow::FunctionLibraryRuntime* lib = ctx->function_library();
     OP_REQUIRES(ctx, lib != nullptr,
                 FailedPrecondition("StitchedKernel '", sig_.kernel_name,
@@ -944,9 +1021,6 @@ class StitchedKernelOp : public StitchedKernelBase {
       }
       handle = fallback_handle_;
     }
-    std::vector<Tensor> args;
-    args.reserve(ctx->num_inputs());
-    for (int i = 0; i < ctx->num_inputs(); ++i) args.push_back(ctx->input(i));
     tensorflow::FunctionLibraryRuntime::Options opts(ctx->step_id());
     opts.rendezvous = ctx->rendezvous();
     opts.cancellation_manager = ctx->cancellation_manager();
