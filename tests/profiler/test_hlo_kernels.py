@@ -168,6 +168,7 @@ def test_control_flow_async_and_notes() -> None:
     assert len(k.notes) == 2
     assert "conditional cnd" in k.notes[0] and "big" in k.notes[0]
     assert "while w" in k.notes[1] and "unknown" in k.notes[1]
+    assert "(2 a trip)" in k.notes[1]  # its body and condition: what each further trip adds
 
 
 def test_string_backend_config_and_unprefixed_names() -> None:

@@ -229,10 +229,14 @@ class _KernelCounter:
         tally = _Tally()
         m = _TRIP_COUNT.search(inst.backend_config)
         trips = int(m.group(1)) if m else 1
+        condition = self.computation(inst.called["condition"][0])
+        body = self.computation(inst.called["body"][0])
         if not m:
-            tally.notes[f"while {inst.name}: trip count unknown, counted one trip"] = None
-        tally.add(self.computation(inst.called["condition"][0]), trips + 1)
-        tally.add(self.computation(inst.called["body"][0]), trips)
+            per_trip = body.total + condition.total
+            note = f"while {inst.name}: trip count unknown, counted one trip ({per_trip} a trip)"
+            tally.notes[note] = None
+        tally.add(condition, trips + 1)
+        tally.add(body, trips)
         return tally
 
     def conditional(self, inst: HloInstruction) -> _Tally:
