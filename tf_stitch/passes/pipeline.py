@@ -46,6 +46,7 @@ from tf_stitch.passes.slice_views import slice_views
 from tf_stitch.passes.split_slices import split_slices
 from tf_stitch.passes.static_reshape import static_reshape
 from tf_stitch.passes.stitch import stitch
+from tf_stitch.passes.sum_of_products import sum_of_products
 from tf_stitch.passes.transpose_views import transpose_views
 
 PIPELINE: tuple[Pass, ...] = (
@@ -56,6 +57,7 @@ PIPELINE: tuple[Pass, ...] = (
     decompose_batch_norm,  # inference FusedBatchNorm -> x * s + t
     decompose_bias_add,  # BiasAdd -> AddV2
     slice_grads,  # AddN of StridedSliceGrads tiling a tensor -> their Pack/ConcatV2
+    sum_of_products,  # AddN of a_t^T b_t (a recurrence's weight gradient) -> one MatMul
     decompose_add_n,  # AddN -> AddV2 chain
     decompose_gradients,  # ReluGrad, SigmoidGrad, TanhGrad, BiasAddGrad, ... -> their math
     static_reshape,  # Reshape targets computed from Shape -> constants
