@@ -188,3 +188,46 @@ def test_a_loop_s_counter_runs_on_the_host_in_both_runs() -> None:
         assert not any("Grappler made them" in n for n in gpu.notes), gpu.notes
     stitched = report.tf_stitch_gpu_detail
     assert stitched is not None and stitched.by_type.get("StitchedKernel", 0) >= 5
+
+
+@pytest.mark.parametrize(
+    ("shape", "begin", "size", "view"),
+    [
+        ((20, None, 256), [3, 0, 0], [1, -1, -1], True),  # a step of a batched projection
+        ((20, None, 256), [3, 0, 0], [1, -1, 128], False),  # half a row: a copy
+        ((20, None, 256), [0, 1, 0], [1, -1, -1], False),  # not whole rows of axis 0
+        ((20, 3), [1, 0], [1, -1], False),  # 12-byte rows: not aligned, a copy
+        ((20,), [4], [2], False),  # a vector: its ends' alignment decides; counted
+    ],
+)
+def test_a_slice_of_aligned_leading_rows_is_a_view(
+    shape: tuple[int | None, ...], begin: list[int], size: list[int], view: bool
+) -> None:
+    import numpy as np
+
+    from tf_stitch.graph.ir import TensorValue
+    from tf_stitch.profiler.gpu_launches import is_row_view
+
+    def const(name: str, value: list[int]) -> Node:
+        array = np.asarray(value, np.int32)
+        return Node(
+            name,
+            "Const",
+            [],
+            {"value": TensorValue(array, "int32")},
+            [TensorInfo("int32", array.shape)],
+        )
+
+    x = Node("x", "Placeholder", [], {}, [TensorInfo("float32", shape)])
+    cut = Node(
+        "cut",
+        "Slice",
+        [TensorRef.parse(n) for n in ("x", "b", "s")],
+        {},
+        [TensorInfo("float32", None)],
+    )
+    g = _graph(x, const("b", begin), const("s", size), cut)
+    assert is_row_view(g, cut) is view
+    got = count_gpu_launches(OpLaunches(1, 1, 1, runs={OpRun("stitched/cut", "Slice"): 1}), g, ())
+    assert got.total == (0 if view else 1)
+    assert any("aligned leading rows" in n for n in got.notes) is view

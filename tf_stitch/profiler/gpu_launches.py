@@ -20,6 +20,8 @@ TensorFlow runs for it on a GPU:
   run on the host;
 - an `AssignVariableOp` whose value nothing else reads (a value computed in the step) launches
   none: TensorFlow's kernel takes over the value's buffer instead of copying it;
+- a `Slice` of whole aligned rows of its input's first axis launches none: TensorFlow hands
+  out a view of them (`is_row_view`);
 - ops known to launch several kernels on a GPU are counted by `GPU_KERNELS` or, for Einsum,
   by `einsum_kernels`; every other op is one kernel.
 
@@ -29,6 +31,7 @@ high can only understate tf_stitch's advantage).
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Collection
@@ -38,6 +41,7 @@ from tensorflow.core.framework import function_pb2, node_def_pb2, types_pb2
 
 from tf_stitch.graph.callable import IMPORT_SCOPE
 from tf_stitch.graph.ir import Graph, Node, TensorRef
+from tf_stitch.graph.values import constant_value
 from tf_stitch.profiler.gpu_layout import fused_call_kernels, layout_transposes
 from tf_stitch.profiler.op_launches import OpLaunches
 
@@ -193,6 +197,31 @@ def runs_on_host(graph: Graph, node: Node) -> bool:
     return bool(ins) and set(ins) <= _HOST_DTYPES and set(outs) <= _HOST_DTYPES | {"bool"}
 
 
+# TensorFlow's Slice hands out a view (`input.Slice`, no kernel) when it cuts whole rows of its
+# input's first axis and a row is a multiple of EIGEN_MAX_ALIGN_BYTES (slice_op.cc,
+# IsDim0SliceAligned; 64 is the largest an x86 build uses, so no view is counted that is not one).
+_ALIGN_BYTES = 64
+_ITEM_BYTES = {"float32": 4, "int32": 4, "float64": 8, "int64": 8, "float16": 2, "bfloat16": 2}
+
+
+def is_row_view(graph: Graph, node: Node) -> bool:
+    """Whether `node` is a Slice TensorFlow runs as a view: whole rows of axis 0 of a tensor
+    whose rows are aligned (an unrolled recurrence's step of its batched input projection)."""
+    if node.op != "Slice" or len(node.inputs) != 3:
+        return False
+    begin, size = (constant_value(graph, r) for r in node.inputs[1:3])
+    shape = graph.info(node.inputs[0]).shape
+    itemsize = _ITEM_BYTES.get(graph.info(node.inputs[0]).dtype)
+    if begin is None or size is None or shape is None or len(shape) < 2 or itemsize is None:
+        return False
+    for axis in range(1, len(shape)):
+        whole = int(size[axis]) == -1 or (shape[axis] is not None and size[axis] == shape[axis])
+        if int(begin[axis]) != 0 or not whole:
+            return False
+    row = math.prod(d for d in shape[1:] if d is not None) * itemsize
+    return row % _ALIGN_BYTES == 0
+
+
 # Producers whose output an AssignVariableOp cannot take over: it is held elsewhere too (a
 # constant of the graph, a variable's own buffer, a function argument).
 # A view (Identity, Reshape, ...) shares its input's buffer, so it is taken as held too.
@@ -228,7 +257,7 @@ def count_gpu_launches(ops: OpLaunches, graph: Graph, cuda_kernels: Collection[s
     on_host: Counter[str] = Counter()
     notes: list[str] = []
     unknown: Counter[str] = Counter()
-    adopted = 0
+    adopted = views = 0
     consumers: list[dict[TensorRef, list[str]]] = []
 
     def readers() -> dict[TensorRef, list[str]]:  # the graph's, once, if an assign ran
@@ -258,6 +287,9 @@ def count_gpu_launches(ops: OpLaunches, graph: Graph, cuda_kernels: Collection[s
         elif op == "AssignVariableOp" and node is not None and adopts_value(graph, node, readers()):
             adopted += times
             continue
+        elif node is not None and is_row_view(graph, node):
+            views += times
+            continue
         elif op == "Einsum" and node is not None:
             equation = node.attrs.get("equation", b"")
             kernels = einsum_kernels(equation.decode() if isinstance(equation, bytes) else "")
@@ -272,6 +304,8 @@ def count_gpu_launches(ops: OpLaunches, graph: Graph, cuda_kernels: Collection[s
         by_type[op] += kernels * times
     if adopted:
         notes.append(f"{adopted} AssignVariableOp took over their value's buffer: no kernel")
+    if views:
+        notes.append(f"{views} Slice of aligned leading rows: views, no kernel")
     transposes = layout_transposes(graph)
     if transposes:
         by_type[LAYOUT_TRANSPOSE] += transposes
