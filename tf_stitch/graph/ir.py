@@ -69,6 +69,29 @@ class DType:
     name: str
 
 
+# Bytes of one element, by dtype name (TensorFlow's and C's).
+DTYPE_BYTES = {
+    "float16": 2,
+    "bfloat16": 2,
+    "float32": 4,
+    "float64": 8,
+    "half": 2,
+    "float": 4,
+    "double": 8,
+    "int8": 1,
+    "uint8": 1,
+    "int16": 2,
+    "uint16": 2,
+    "int32": 4,
+    "uint32": 4,
+    "int64": 8,
+    "uint64": 8,
+    "bool": 1,
+    "complex64": 8,
+    "complex128": 16,
+}
+
+
 @dataclass(frozen=True)
 class TensorValue:
     """A `tensor` attribute value: a numpy array and its TensorFlow dtype name."""

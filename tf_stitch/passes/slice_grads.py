@@ -26,6 +26,7 @@ from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef
 from tf_stitch.graph.values import constant_value
 from tf_stitch.passes.base import PassContext, graph_pass
 from tf_stitch.passes.builder import NodeBuilder
+from tf_stitch.passes.sum_terms import finish_sum, replace_terms, sole_terms
 
 
 @dataclass(frozen=True)
@@ -104,11 +105,9 @@ def _shape_of(graph: Graph, ref: TensorRef) -> tuple[str | None, tuple[int | Non
 
 def _rewrite(graph: Graph, add: Node, readers: dict[TensorRef, list[str]]) -> None:
     groups: dict[tuple[str, int], list[tuple[TensorRef, Window]]] = {}
-    for ref in dict.fromkeys(add.inputs):
+    for ref in sole_terms(add, readers):
         grad = graph.nodes.get(ref.node)
         if grad is None or grad.op != "StridedSliceGrad" or grad.control_inputs:
-            continue
-        if readers.get(ref, []) != [add.name] or add.inputs.count(ref) != 1:
             continue
         w = window(graph, grad)
         if w is not None:
@@ -119,15 +118,8 @@ def _rewrite(graph: Graph, add: Node, readers: dict[TensorRef, list[str]]) -> No
             continue
         windows = [w for _, w in parts]
         out = TensorInfo(graph.info(parts[0][0]).dtype, windows[0].dims)
-        joined = _join(graph, add, windows, out)
-        replaced = {ref for ref, _ in parts}
-        first = add.inputs.index(parts[0][0])
-        kept = [r for r in add.inputs if r not in replaced]
-        add.inputs = [*kept[:first], joined, *kept[first:]]
-        graph.remove([ref.node for ref in replaced])
-    add.attrs["N"] = len(add.inputs)
-    if len(add.inputs) == 1:
-        add.op, add.attrs = "Identity", {"T": add.attrs["T"]}
+        replace_terms(graph, add, [ref for ref, _ in parts], _join(graph, add, windows, out))
+    finish_sum(add)
 
 
 def _tiling(

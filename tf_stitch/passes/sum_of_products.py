@@ -22,6 +22,7 @@ import numpy as np
 from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef
 from tf_stitch.passes.base import PassContext, graph_pass
 from tf_stitch.passes.builder import NodeBuilder
+from tf_stitch.passes.sum_terms import finish_sum, replace_terms, sole_terms
 
 MIN_TERMS = 2
 
@@ -39,20 +40,14 @@ def sum_of_products(graph: Graph, ctx: PassContext) -> Graph:
     return out
 
 
-def _term(
-    graph: Graph,
-    ref: TensorRef,
-    add: Node,
-    readers: dict[TensorRef, list[str]],
-    ordered: dict[str, list[str]],
-) -> Node | None:
-    """The MatMul `ref` is, if it sums over its operands' rows and only `add` reads it."""
+def _term(graph: Graph, ref: TensorRef, ordered: dict[str, list[str]]) -> Node | None:
+    """The MatMul `ref` is, if it sums over its operands' rows."""
     node = graph.nodes.get(ref.node)
     if node is None or node.op != "MatMul" or ref.index != 0:
         return None
     if not node.attrs.get("transpose_a") or node.attrs.get("transpose_b"):
         return None
-    if node.control_inputs or node.name in ordered or readers.get(ref, []) != [add.name]:
+    if node.control_inputs or node.name in ordered:
         return None
     if getattr(node.attrs.get("T"), "name", None) != "float32":
         return None
@@ -70,10 +65,8 @@ def _rewrite(
     stacks: dict[tuple[TensorRef, ...], TensorRef],
 ) -> None:
     families: dict[tuple[int | None, int | None], list[Node]] = {}
-    for ref in dict.fromkeys(add.inputs):
-        if add.inputs.count(ref) != 1:
-            continue
-        term = _term(graph, ref, add, readers, ordered)
+    for ref in sole_terms(add, readers):
+        term = _term(graph, ref, ordered)
         if term is not None:
             a_shape, b_shape = (graph.info(r).shape for r in term.inputs[:2])
             assert a_shape is not None and b_shape is not None
@@ -92,13 +85,8 @@ def _rewrite(
         left, right = sides
         attrs = dict(terms[0].attrs)
         product = b.op("MatMul", [left, right], TensorInfo("float32", (k, n)), attrs)
-        first = add.inputs.index(terms[0].output(0))
-        kept = [r for r in add.inputs if r not in {t.output(0) for t in terms}]
-        add.inputs = [*kept[:first], product, *kept[first:]]
-        graph.remove([t.name for t in terms])
-    add.attrs["N"] = len(add.inputs)
-    if len(add.inputs) == 1:
-        add.op, add.attrs = "Identity", {"T": add.attrs["T"]}
+        replace_terms(graph, add, [t.output(0) for t in terms], product)
+    finish_sum(add)
 
 
 def _in_sequence_order(graph: Graph, terms: list[Node]) -> list[Node]:

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from tensorflow.core.framework import function_pb2, node_def_pb2, types_pb2
 
 from tf_stitch.graph.callable import IMPORT_SCOPE
-from tf_stitch.graph.ir import Graph, Node, TensorRef
+from tf_stitch.graph.ir import DTYPE_BYTES, Graph, Node, TensorRef
 from tf_stitch.graph.values import constant_value
 from tf_stitch.profiler.gpu_layout import fused_call_kernels, layout_transposes
 from tf_stitch.profiler.op_launches import OpLaunches
@@ -201,7 +201,6 @@ def runs_on_host(graph: Graph, node: Node) -> bool:
 # input's first axis and a row is a multiple of EIGEN_MAX_ALIGN_BYTES (slice_op.cc,
 # IsDim0SliceAligned; 64 is the largest an x86 build uses, so no view is counted that is not one).
 _ALIGN_BYTES = 64
-_ITEM_BYTES = {"float32": 4, "int32": 4, "float64": 8, "int64": 8, "float16": 2, "bfloat16": 2}
 
 
 def is_row_view(graph: Graph, node: Node) -> bool:
@@ -211,7 +210,7 @@ def is_row_view(graph: Graph, node: Node) -> bool:
         return False
     begin, size = (constant_value(graph, r) for r in node.inputs[1:3])
     shape = graph.info(node.inputs[0]).shape
-    itemsize = _ITEM_BYTES.get(graph.info(node.inputs[0]).dtype)
+    itemsize = DTYPE_BYTES.get(graph.info(node.inputs[0]).dtype)
     if begin is None or size is None or shape is None or len(shape) < 2 or itemsize is None:
         return False
     for axis in range(1, len(shape)):

@@ -750,8 +750,6 @@ absl::Status ResolveKernel(const Signature& sig, const Embedded& e,
 // ----------------------------------------------------------------------------
 // The kernel.
 
-// What the CPU and GPU kernels share: the validated signature, binding the
-// symbols from the inputs, output shapes and the number of work units.
 // The shared locks of the variables a kernel reads in place, taken in order of
 // their mutexes' addresses (as TensorFlow's ops that lock several variables
 // do, so that no two lockers wait on each other) and held until it has run (its
@@ -798,6 +796,8 @@ class VariableLocks {
   std::vector<tensorflow::Var*> held_;
 };
 
+// What the CPU and GPU kernels share: the validated signature, binding the
+// symbols from the inputs, output shapes and the number of work units.
 class StitchedKernelBase : public OpKernel {
  public:
   explicit StitchedKernelBase(OpKernelConstruction* ctx) : OpKernel(ctx) {

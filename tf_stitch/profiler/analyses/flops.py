@@ -26,28 +26,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tf_stitch.graph.ir import DTYPE_BYTES
 from tf_stitch.profiler.op_launches import NO_KERNEL_OPS
 
-DTYPE_BYTES = {
-    "float16": 2,
-    "bfloat16": 2,
-    "float32": 4,
-    "float64": 8,
-    "half": 2,
-    "float": 4,
-    "double": 8,
-    "int8": 1,
-    "uint8": 1,
-    "int16": 2,
-    "uint16": 2,
-    "int32": 4,
-    "uint32": 4,
-    "int64": 8,
-    "uint64": 8,
-    "bool": 1,
-    "complex64": 8,
-    "complex128": 16,
-}
 ELEMENTWISE = frozenset(
     {
         "Add",
