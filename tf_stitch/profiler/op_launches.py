@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import tensorflow as tf
 
+from tf_stitch.profiler.fresh_executor import fresh_instantiations
 from tf_stitch.profiler.xplane import StepInterval, TraceEvent, host_events, step_intervals
 
 # Ops that run no kernel (no device work) when executed: graph plumbing (arguments, return
@@ -186,16 +187,23 @@ def _start_profiler(logdir: str) -> None:
 
 
 def trace_steps(
-    fn: Callable[..., Any], args: tuple[Any, ...], steps: int
+    fn: Callable[..., Any], args: tuple[Any, ...], steps: int, warmup: int = 0
 ) -> tuple[list[TraceEvent], list[StepInterval]]:
-    """Call `fn(*args)` `steps` times under the profiler, each call in a step marker.
+    """Call `fn(*args)` `warmup` times and then `steps` times, each of those in a step marker,
+    all under the profiler and in a fresh instantiation of the functions `fn` calls (see
+    `fresh_executor`: an executor that ran untraced stops tracing its cheap ops).
 
     Returns the host events and the step intervals. The profiler is always stopped and its
     temporary logdir deleted.
     """
-    with tempfile.TemporaryDirectory(prefix="tf_stitch_trace_") as logdir:
+    with (
+        tempfile.TemporaryDirectory(prefix="tf_stitch_trace_") as logdir,
+        fresh_instantiations(),
+    ):
         _start_profiler(logdir)
         try:
+            for _ in range(warmup):
+                fn(*args)
             for i in range(steps):
                 with tf.profiler.experimental.Trace(STEP_MARKER, step_num=i, _r=1):
                     fn(*args)
@@ -214,16 +222,13 @@ def count_tf_launches(
     """Measure how many TensorFlow ops one call `fn(*inputs)` launches, from a profiler trace.
 
     A plain Python function is wrapped in `tf.function` so its ops run as a graph; a
-    `tf.function`, ConcreteFunction or other callable is called as is. `warmup` untraced calls
-    (tracing, Grappler, kernel creation) come first, then `steps` traced calls. Ops in
+    `tf.function`, ConcreteFunction or other callable is called as is, its functions
+    instantiated anew. `warmup` calls (tracing, Grappler, kernel creation) come first, then
+    `steps` calls in step markers, all under the profiler (see `trace_steps`). Ops in
     `NO_KERNEL_OPS` are reported separately. Raises RuntimeError if a profiler session is
     already active.
     """
     if steps < 1 or warmup < 0:
         raise ValueError("need steps >= 1 and warmup >= 0")
-    call = _as_graph_callable(fn)
-    args = _as_args(inputs)
-    for _ in range(warmup):
-        call(*args)
-    events, intervals = trace_steps(call, args, steps)
+    events, intervals = trace_steps(_as_graph_callable(fn), _as_args(inputs), steps, warmup)
     return summarize_steps(count_ops_per_step(events, intervals))
