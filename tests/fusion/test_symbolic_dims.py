@@ -91,3 +91,29 @@ def test_whole_axes_of_splits_and_slices() -> None:
     rows = dims.symbol(_arg(g, 0), 0)
     split = next(n for n in g if n.op in ("Split", "SplitV"))
     assert dims.symbol(split.output(0), 0) == dims.symbol(split.output(1), 0) == rows
+
+
+def test_proven_sizes_are_never_joined_by_a_broadcast() -> None:
+    def f(a: tf.Tensor, b: tf.Tensor, x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, ...]:
+        return a * b, tf.tanh(a) * a + a, tf.matmul(x, y)
+
+    g = graph_of(f, spec(None, 4), spec(None, 4), spec(None, 2, 3), spec(None, 3, 5))
+    dims = SymbolicDims(g, proven=True)
+    a, b = dims.symbol(_arg(g, 0), 0), dims.symbol(_arg(g, 1), 0)
+    assert a != b  # either may be 1
+    assert dims.symbol(_node(g, "Mul", 0), 0) not in (a, b)
+    assert dims.symbol(_node(g, "AddV2"), 0) == a  # every operand's size is a's
+    x, y = dims.symbol(_arg(g, 2), 0), dims.symbol(_arg(g, 3), 0)
+    assert x != y  # batch axes of a matmul broadcast too
+    assert SymbolicDims(g).symbol(_arg(g, 2), 0) == SymbolicDims(g).symbol(_arg(g, 3), 0)
+
+
+def test_proven_sizes_join_through_later_proofs() -> None:
+    def f(a: tf.Tensor, b: tf.Tensor) -> tuple[tf.Tensor, ...]:
+        s = a * b  # decided only once a and b are proven one size, by the concatenation
+        return s, tf.concat([a, b], axis=1)
+
+    g = graph_of(f, spec(None, 4), spec(None, 4))
+    dims = SymbolicDims(g, proven=True)
+    assert dims.symbol(_arg(g, 0), 0) == dims.symbol(_arg(g, 1), 0)
+    assert dims.symbol(_node(g, "Mul"), 0) == dims.symbol(_arg(g, 0), 0)

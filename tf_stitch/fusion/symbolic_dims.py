@@ -8,12 +8,18 @@ op makes its operands' aligned unknown sizes one (as the kernels assume, and che
 a size of 1 there, which TensorFlow would broadcast, is an InvalidArgumentError, never a wrong
 value). Two unknown sizes of different symbols, such as the lengths of two unrelated inputs or
 the outputs of a DynamicPartition, may differ at run time: a kernel never treats them as one.
+
+`SymbolicDims(graph, proven=True)` assumes nothing: a broadcasting op (elementwise, Select,
+BroadcastTo, a batched matmul's batch axes) joins an unknown size of its result only with the
+one class its operands' aligned unknown sizes belong to (operands of size 1 broadcast; two
+classes could be 1 and n), so that equal symbols are equal sizes in every run TensorFlow
+accepts. Graph rewrites that are only correct for equal sizes use these.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from tf_stitch.fusion.op_kinds import OpKind, op_spec
 from tf_stitch.fusion.static_args import reduction_axes, transpose_perm
@@ -21,6 +27,10 @@ from tf_stitch.graph.ir import Graph, Node, TensorRef
 from tf_stitch.graph.values import constant_value
 
 Dim = tuple[str, int, int]  # (node, output, axis)
+# How a broadcasting op relates its operands' aligned sizes to its result's (see `_aligned`).
+Aligned = Callable[..., Iterator[tuple[Dim, Dim]]]
+# An unknown size of a broadcast's result and its operands' aligned sizes (a Dim, or known).
+Broadcast = tuple[Dim, list[Dim | int]]
 
 # Ops whose first output has the shape of their first input.
 _SAME_SHAPE_OPS = frozenset(
@@ -63,14 +73,37 @@ _BATCH_OPS = frozenset(
 
 
 class SymbolicDims:
-    """`symbol(ref, axis)`: the same value for two unknown dims the graph proves equal."""
+    """`symbol(ref, axis)`: the same value for two unknown dims the graph proves equal (with
+    `proven`, without the kernels' assumption that broadcasting ops never broadcast them)."""
 
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Graph, proven: bool = False) -> None:
         self.graph = graph
         self._parent: dict[Dim, Dim] = {}
+        broadcasts: list[Broadcast] = []
+
+        def recorded(
+            graph: Graph, out: TensorRef, refs: list[TensorRef], axes: range | None = None
+        ) -> Iterator[tuple[Dim, Dim]]:
+            broadcasts.extend(_broadcasts(graph, out, refs, axes))
+            return iter(())
+
+        aligned: Aligned = recorded if proven else _aligned
         for node in graph.topological_order():
-            for a, b in _relations(graph, node):
+            for a, b in _relations(graph, node, aligned):
                 self._join(a, b)
+        while any([self._join_broadcast(out, operands) for out, operands in broadcasts]):
+            pass
+
+    def _join_broadcast(self, out: Dim, operands: list[Dim | int]) -> bool:
+        """Joins `out` with its operands' one class of unknown sizes (the others of size 1);
+        whether that joined two classes."""
+        if any(isinstance(d, int) and d != 1 for d in operands):
+            return False
+        classes = {self._find(d) for d in operands if not isinstance(d, int)}
+        if len(classes) != 1 or self._find(out) in classes:
+            return False
+        self._join(out, classes.pop())
+        return True
 
     def symbol(self, ref: TensorRef, axis: int) -> Dim | None:
         """The class of the dim (None for a known size)."""
@@ -97,8 +130,8 @@ class SymbolicDims:
             self._parent[max(ra, rb)] = min(ra, rb)
 
 
-def _relations(graph: Graph, node: Node) -> Iterator[tuple[Dim, Dim]]:
-    """Pairs of unknown dims that `node` makes equal."""
+def _relations(graph: Graph, node: Node, aligned: Aligned) -> Iterator[tuple[Dim, Dim]]:
+    """Pairs of unknown dims that `node` makes equal; `aligned` relates a broadcast's."""
     if not node.outputs or any(r.node not in graph for r in node.inputs):
         return
     out = node.output(0)
@@ -106,11 +139,11 @@ def _relations(graph: Graph, node: Node) -> Iterator[tuple[Dim, Dim]]:
     if node.op == "Select":  # a condition of lower rank picks whole rows (aligned left)
         cond, *values = node.inputs
         same = graph.info(cond).rank == node.outputs[0].rank
-        yield from _aligned(graph, out, [cond, *values] if same else values)
+        yield from aligned(graph, out, [cond, *values] if same else values)
         if not same and graph.info(cond).rank == 1:
             yield from _axes(graph, cond, out, {0: 0})
     elif kind is OpKind.ELEMENTWISE or node.op == "AddN":
-        yield from _aligned(graph, out, list(node.inputs))
+        yield from aligned(graph, out, list(node.inputs))
     elif node.op in _SAME_SHAPE_OPS and node.inputs:
         for i, ref in enumerate(node.inputs if node.op == "IdentityN" else node.inputs[:1]):
             yield from _axes(graph, ref, node.output(i), {a: a for a in _range(graph, ref)})
@@ -123,10 +156,12 @@ def _relations(graph: Graph, node: Node) -> Iterator[tuple[Dim, Dim]]:
     elif kind is OpKind.REDUCE:
         yield from _reduction(graph, node)
     elif node.op in ("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"):
-        yield from _matmul(graph, node)
+        yield from _matmul(graph, node, aligned)
+    elif node.op == "Einsum":
+        yield from _einsum(graph, node)
     elif node.op in ("ConcatV2", "Pack"):
         yield from _concat(graph, node)
-    elif node.op in ("Slice", "StridedSlice", "Split", "SplitV"):
+    elif node.op in ("Slice", "StridedSlice", "Split", "SplitV", "Unpack"):
         yield from _whole_axes(graph, node)
     elif node.op == "GatherV2":
         yield from _gather(graph, node)
@@ -142,7 +177,7 @@ def _relations(graph: Graph, node: Node) -> Iterator[tuple[Dim, Dim]]:
             if source is not None:
                 yield from _axes(graph, source[0], out, {j: source[1]})
         if node.op == "BroadcastTo":
-            yield from _aligned(graph, out, node.inputs[:1])
+            yield from aligned(graph, out, node.inputs[:1])
     elif node.op in _BATCH_OPS and node.inputs:
         yield from _axes(graph, node.inputs[0], out, {0: 0})
 
@@ -168,15 +203,43 @@ def _axes(
             yield a, b
 
 
-def _aligned(graph: Graph, out: TensorRef, refs: list[TensorRef]) -> Iterator[tuple[Dim, Dim]]:
-    """numpy broadcasting: right-aligned unknown dims of the operands and the result."""
+def _aligned(
+    graph: Graph, out: TensorRef, refs: list[TensorRef], axes: range | None = None
+) -> Iterator[tuple[Dim, Dim]]:
+    """numpy broadcasting: right-aligned unknown dims of the operands and the result (of the
+    result's `axes`, all by default), as the kernels assume them: equal."""
     rank = graph.info(out).rank
     if rank is None:
         return
     for ref in refs:
         r = graph.info(ref).rank
         if r is not None and r <= rank:
-            yield from _axes(graph, ref, out, {rank - r + i: i for i in range(r)})
+            kept = range(rank) if axes is None else axes
+            mapping = {rank - r + i: i for i in range(r) if rank - r + i in kept}
+            yield from _axes(graph, ref, out, mapping)
+
+
+def _broadcasts(
+    graph: Graph, out: TensorRef, refs: list[TensorRef], axes: range | None = None
+) -> Iterator[Broadcast]:
+    """numpy broadcasting as it is: each unknown size of the result (of its `axes`) with the
+    operands' aligned sizes (absent operand axes left out)."""
+    rank = graph.info(out).rank
+    shapes = [graph.info(ref).shape for ref in refs]
+    if rank is None or any(s is None or len(s) > rank for s in shapes):
+        return  # an operand of unknown rank: nothing is proven
+    for j in range(rank) if axes is None else axes:
+        result = _dim(graph, out, j)
+        if result is None:
+            continue
+        operands: list[Dim | int] = []
+        for ref, shape in zip(refs, shapes, strict=True):
+            assert shape is not None
+            i = j - (rank - len(shape))
+            if i >= 0:
+                size = shape[i]
+                operands.append(size if size is not None else (ref.node, ref.index, i))
+        yield result, operands
 
 
 def _reshape(graph: Graph, node: Node) -> Iterator[tuple[Dim, Dim]]:
@@ -243,6 +306,17 @@ def _dim_sources(graph: Graph, ref: TensorRef, depth: int) -> list[tuple[TensorR
         return [_scalar_source(graph, r) for r in node.inputs]
     if node.op == "ConcatV2":
         return [s for r in node.inputs[:-1] for s in _dim_sources(graph, r, depth + 1)]
+    if node.op == "GatherV2":  # tf.gather(tf.shape(t), axes), as tensordot builds its shapes
+        sources = _dim_sources(graph, node.inputs[0], depth + 1)
+        picked, axis = constant_value(graph, node.inputs[1]), constant_value(graph, node.inputs[2])
+        if (
+            picked is not None
+            and picked.ndim == 1
+            and axis is not None
+            and int(axis) == 0
+            and all(-len(sources) <= int(i) < len(sources) for i in picked)
+        ):
+            return [sources[int(i)] for i in picked]
     return [None] * shape[0]
 
 
@@ -280,7 +354,7 @@ def _reduction(graph: Graph, node: Node) -> Iterator[tuple[Dim, Dim]]:
     yield from _axes(graph, node.inputs[0], node.output(0), mapping)
 
 
-def _matmul(graph: Graph, node: Node) -> Iterator[tuple[Dim, Dim]]:
+def _matmul(graph: Graph, node: Node, aligned: Aligned) -> Iterator[tuple[Dim, Dim]]:
     a, b = node.inputs[:2]
     ra, rb, ro = graph.info(a).rank, graph.info(b).rank, node.outputs[0].rank
     if ra is None or rb is None or ro is None or min(ra, rb) < 2:
@@ -295,8 +369,34 @@ def _matmul(graph: Graph, node: Node) -> Iterator[tuple[Dim, Dim]]:
     da, db = _dim(graph, a, k_a), _dim(graph, b, k_b)
     if da is not None and db is not None:
         yield da, db
-    for ref, r in ((a, ra), (b, rb)):  # batch dims broadcast
-        yield from _axes(graph, ref, out, {ro - r + i: i for i in range(r - 2)})
+    # batch dims broadcast (their right-aligned matrices' axes are not batch axes)
+    yield from aligned(graph, out, [a, b], range(ro - 2))
+
+
+def _einsum(graph: Graph, node: Node) -> Iterator[tuple[Dim, Dim]]:
+    """A named label is one size wherever it appears (TensorFlow's einsum checks it; only an
+    ellipsis broadcasts, and equations with one are left alone)."""
+    equation = node.attrs.get("equation", b"")
+    text = equation.decode() if isinstance(equation, bytes) else str(equation)
+    text = text.replace(" ", "")
+    if "..." in text or "->" not in text:
+        return
+    inputs, output = text.split("->")
+    labels = inputs.split(",")
+    if len(labels) != len(node.inputs):
+        return
+    places: dict[str, list[tuple[TensorRef, int]]] = {}
+    for ref, word in [*zip(node.inputs, labels, strict=True), (node.output(0), output)]:
+        if graph.info(ref).rank != len(word):
+            return
+        for axis, label in enumerate(word):
+            places.setdefault(label, []).append((ref, axis))
+    for where in places.values():
+        first = _dim(graph, *where[0])
+        for ref, axis in where[1:]:
+            other = _dim(graph, ref, axis)
+            if first is not None and other is not None:
+                yield first, other
 
 
 def _concat(graph: Graph, node: Node) -> Iterator[tuple[Dim, Dim]]:
@@ -334,34 +434,42 @@ def _whole_axes(graph: Graph, node: Node) -> Iterator[tuple[Dim, Dim]]:
         axis_value = constant_value(graph, axis_ref)
         if axis_value is None:
             return
-        whole = [a for a in range(rank) if a != int(axis_value) % rank]
+        whole = {a: a for a in range(rank) if a != int(axis_value) % rank}
+    elif node.op == "Unpack":  # each output is the input without its `axis`
+        axis = int(node.attrs.get("axis", 0)) % rank
+        whole = dict(enumerate(a for a in range(rank) if a != axis))
     elif node.op == "Slice":
         begin, size = constant_value(graph, node.inputs[1]), constant_value(graph, node.inputs[2])
         if begin is None or size is None or len(begin) != rank:
             return
-        whole = [a for a in range(rank) if int(begin[a]) == 0 and int(size[a]) == -1]
+        whole = {a: a for a in range(rank) if int(begin[a]) == 0 and int(size[a]) == -1}
     else:
         whole = _strided_whole_axes(graph, node, rank)
     for i in range(len(node.outputs)):
-        if node.outputs[i].rank == rank:
-            yield from _axes(graph, src, node.output(i), {a: a for a in whole})
+        yield from _axes(graph, src, node.output(i), whole)
 
 
-def _strided_whole_axes(graph: Graph, node: Node, rank: int) -> list[int]:
-    masks = ("ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
-    if any(int(node.attrs.get(m, 0)) for m in masks):
-        return []
+def _strided_whole_axes(graph: Graph, node: Node, rank: int) -> dict[int, int]:
+    """A StridedSlice's output axes that are whole input axes: output axis -> input axis (an
+    axis it shrinks away, `x[:, t]`, has no output axis)."""
+    if any(int(node.attrs.get(m, 0)) for m in ("ellipsis_mask", "new_axis_mask")):
+        return {}
     strides = constant_value(graph, node.inputs[3])
     begin, end = constant_value(graph, node.inputs[1]), constant_value(graph, node.inputs[2])
     if strides is None or begin is None or end is None:
-        return []
+        return {}
     begin_mask = int(node.attrs.get("begin_mask", 0))
     end_mask = int(node.attrs.get("end_mask", 0))
-    return [
-        a
-        for a in range(rank)
-        if a >= len(strides) or (int(strides[a]) == 1 and (begin_mask >> a) & (end_mask >> a) & 1)
-    ]
+    shrink = int(node.attrs.get("shrink_axis_mask", 0))
+    whole: dict[int, int] = {}
+    j = 0
+    for a in range(rank):
+        if a < len(strides) and (shrink >> a) & 1:
+            continue
+        if a >= len(strides) or (int(strides[a]) == 1 and (begin_mask >> a) & (end_mask >> a) & 1):
+            whole[j] = a
+        j += 1
+    return whole
 
 
 def _gather(graph: Graph, node: Node) -> Iterator[tuple[Dim, Dim]]:

@@ -15,6 +15,7 @@ from collections import Counter
 from tf_stitch.graph.ir import Graph
 from tf_stitch.passes.base import Options, Pass, PassContext
 from tf_stitch.passes.batch_matmuls import batch_matmuls
+from tf_stitch.passes.broadcast_grads import broadcast_grads
 from tf_stitch.passes.cleanup import cleanup
 from tf_stitch.passes.constant_views import fold_constant_views
 from tf_stitch.passes.control_deps import drop_pure_control_deps
@@ -60,6 +61,7 @@ PIPELINE: tuple[Pass, ...] = (
     sum_of_products,  # AddN of a_t^T b_t (a recurrence's weight gradient) -> one MatMul
     decompose_add_n,  # AddN -> AddV2 chain
     decompose_gradients,  # ReluGrad, SigmoidGrad, TanhGrad, BiasAddGrad, ... -> their math
+    broadcast_grads,  # Sum over BroadcastGradientArgs the graph decides -> constant axes
     static_reshape,  # Reshape targets computed from Shape -> constants
     slice_views,  # x[:, None] and friends -> Reshape
     transpose_views,  # Transposes that only move size-1 axes -> Reshape

@@ -8,7 +8,7 @@ op run a hundred times untraced (a loop body of a hundred trips in one call, or 
 called a hundred times before it is profiled) is then missing from a level-2 trace for the rest
 of the process; with level 3 requested they were still missing (TensorFlow 2.21). Counts of
 the kernels a step launches came out too low and different from step to step (a Keras BiLSTM:
-294 to 2635 of its 11,285 ops).
+294 to 2635 a step of the 16,845 it runs).
 
 The estimates belong to one instantiation of a function. Eager calls of a function carry the
 caller's `config_proto` as an attribute, and a different one is a different instantiation
