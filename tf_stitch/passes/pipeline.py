@@ -42,6 +42,7 @@ from tf_stitch.passes.push_slices import push_slices
 from tf_stitch.passes.refresh_shapes import refresh_shapes
 from tf_stitch.passes.restore_bias_adds import restore_bias_adds
 from tf_stitch.passes.scale_live_filters import scale_live_filters
+from tf_stitch.passes.sibling_calls import sibling_calls
 from tf_stitch.passes.slice_grads import slice_grads
 from tf_stitch.passes.slice_views import slice_views
 from tf_stitch.passes.split_slices import split_slices
@@ -68,6 +69,7 @@ PIPELINE: tuple[Pass, ...] = (
     pack_views,  # Transpose/ReverseV2 of a Pack -> a Pack along the final axis
     batch_matmuls,  # an unrolled RNN's per-step input projections -> one matmul
     split_slices,  # Split/SplitV -> one Slice per piece
+    sibling_calls,  # convolutions (matmuls) of one input by a filter's slices -> one call
     push_slices,  # Slice(a + b) -> Slice(a) + Slice(b): slices move up to the matmuls
     fold_constant_views,  # views of constants -> constants
     fold_constants,  # small computations on constants -> constants
