@@ -179,19 +179,39 @@ def main() -> int:
         )
         results[name] = m
         print(row(name, m), flush=True)
+        if args.json:  # after every model: a run that dies later keeps what it measured
+            _write_json(args.json, now, results)
+        del model
+        _release()
     print()
     for line in targets(results):
         print(line)
     for name, m in results.items():
         for note in m.notes:
             print(f"  {name}: {note}")
-    if args.json:
-        payload = {"date": now, "machine": platform.node(), "results": results}
-        text = json.dumps(payload, indent=2, default=lambda o: o.__dict__)
-        tmp = Path(args.json).with_suffix(".partial")
-        tmp.write_text(text)
-        tmp.replace(args.json)
     return 0
+
+
+def _write_json(path: str, now: str, results: dict[str, Measurement]) -> None:
+    payload = {"date": now, "machine": platform.node(), "results": results}
+    text = json.dumps(payload, indent=2, default=lambda o: o.__dict__)
+    tmp = Path(path).with_suffix(".partial")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def _release() -> None:
+    """Frees what one model's measurement left cached: Keras' graph state, and TensorFlow's
+    function instantiations (counting makes fresh ones, see profiler/fresh_executor.py), which
+    over the zoo's largest models filled 24 GB and the kernel killed the run."""
+    import gc
+
+    import keras
+    from tensorflow.python.eager import context
+
+    keras.backend.clear_session()
+    context.context().clear_kernel_cache()
+    gc.collect()
 
 
 if __name__ == "__main__":
