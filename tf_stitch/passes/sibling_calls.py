@@ -20,9 +20,10 @@ from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef
 from tf_stitch.graph.values import constant_value
 from tf_stitch.passes.base import PassContext, graph_pass
 from tf_stitch.passes.builder import NodeBuilder
+from tf_stitch.passes.decompose_common import channels_first
 
-# Calls whose output's last axis is their filter's (right operand's) last axis.
-_CALLS = {"Conv2D": "NHWC", "MatMul": ""}
+# Calls whose output's last axis is their filter's (right operand's) last axis (see `_plain`).
+_CALLS = frozenset({"Conv2D", "MatMul"})
 
 
 @graph_pass("sibling-calls")
@@ -55,8 +56,7 @@ def _plain(node: Node) -> bool:
     transposed right operand."""
     if node.op == "MatMul":
         return not node.attrs.get("transpose_b") and not node.attrs.get("transpose_a")
-    fmt = node.attrs.get("data_format", b"NHWC")
-    return (fmt.decode() if isinstance(fmt, bytes) else str(fmt)) == _CALLS[node.op]
+    return not channels_first(node)
 
 
 def _last_axis_piece(graph: Graph, ref: TensorRef) -> tuple[TensorRef, int, int] | None:
