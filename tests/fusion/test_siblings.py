@@ -6,7 +6,7 @@ import tensorflow as tf
 from conftest import assert_close, random_inputs
 
 import tf_stitch
-from tf_stitch.fusion.planner import plan_groups
+from tf_stitch.fusion.planner import PlannerOptions, plan_groups
 from tf_stitch.graph.frontends import load
 
 S = tf.TensorSpec
@@ -30,6 +30,21 @@ def test_independent_groups_of_one_layer_share_a_kernel() -> None:
     plan = _plan(fn, S([4, 8]), S([4, 8]))
     assert len(plan.groups) == 1 and len(plan.groups[0].outputs) == 2
     assert any("independent, same layer" in str(r) for r in plan.records)
+
+
+def test_large_independent_groups_share_a_kernel_on_a_gpu_only() -> None:
+    """On a CPU TensorFlow runs independent kernels side by side; one kernel would wait for
+    the later of their inputs."""
+
+    def fn(a: tf.Tensor, b: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        return tf.nn.relu(a * 2.0 + 1.0), tf.sigmoid(b) * 3.0 - 1.0
+
+    graph = load(tf.function(fn).get_concrete_function(S([64, 1024]), S([64, 1024]))).graph
+    cpu = plan_groups(graph)
+    assert len(cpu.groups) == 2
+    assert any("run side by side" in str(r) for r in cpu.records)
+    gpu = plan_groups(graph, PlannerOptions(gpu=True))
+    assert len(gpu.groups) == 1 and len(gpu.groups[0].outputs) == 2
 
 
 def test_independent_groups_of_unrelated_unknown_sizes_stay_apart() -> None:

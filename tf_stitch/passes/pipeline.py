@@ -17,6 +17,7 @@ from tf_stitch.passes.base import Options, Pass, PassContext
 from tf_stitch.passes.batch_matmuls import batch_matmuls
 from tf_stitch.passes.broadcast_grads import broadcast_grads
 from tf_stitch.passes.cleanup import cleanup
+from tf_stitch.passes.common_subexpressions import eliminate_common_subexpressions
 from tf_stitch.passes.constant_views import fold_constant_views
 from tf_stitch.passes.control_deps import drop_pure_control_deps
 from tf_stitch.passes.decompose_add_n import decompose_add_n
@@ -54,6 +55,7 @@ from tf_stitch.passes.transpose_views import transpose_views
 PIPELINE: tuple[Pass, ...] = (
     drop_pure_control_deps,  # control edges from side-effect-free nodes order nothing
     forward_identities,  # frozen variable reads and StopGradients are plain edges
+    eliminate_common_subexpressions,  # the same op of the same inputs is computed once
     forward_writes,  # variable updates: a value assigned, read back by the reads after them
     decompose_softmax,  # Softmax/LogSoftmax -> max, sub, exp, sum, div
     decompose_batch_norm,  # inference FusedBatchNorm -> x * s + t
@@ -81,6 +83,7 @@ PIPELINE: tuple[Pass, ...] = (
     transpose_views,  # again: the transposes of [N, 1, 1, C] operands are views
     fill_likes,  # Fill(Shape(t), c) -> OnesLike(t) / ZerosLike(t): no Shape edge to t
     forward_identities,  # again: folded permutations reveal identity Transposes
+    eliminate_common_subexpressions,  # again: rewrites made some ops alike
     prune,  # drop what no output needs
     refresh_shapes,  # shape inference again, now that reshape targets are constants
     stitch,  # plan the fusion groups (critical path first)
