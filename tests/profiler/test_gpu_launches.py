@@ -188,6 +188,8 @@ def test_a_loop_s_counter_runs_on_the_host_in_both_runs() -> None:
         assert not any("Grappler made them" in n for n in gpu.notes), gpu.notes
     stitched = report.tf_stitch_gpu_detail
     assert stitched is not None and stitched.by_type.get("StitchedKernel", 0) >= 5
+    # the body's kernel has CUDA source (it is found by the name the lowered loop gives it)
+    assert not any("no CUDA source" in n for n in stitched.notes), stitched.notes
 
 
 @pytest.mark.parametrize(

@@ -273,7 +273,8 @@ def count_gpu_launches(ops: OpLaunches, graph: Graph, cuda_kernels: Collection[s
             unknown[op] += times
         if op == STITCHED_OP:
             name = run.node.removeprefix(IMPORT_SCOPE + "/")
-            if name not in cuda_kernels:
+            in_body = looped.name if looped is not None else None  # a loop body's kernel
+            if name not in cuda_kernels and in_body not in cuda_kernels:
                 notes.append(f"{name}: no CUDA source, its CPU kernel runs on the host")
             kernels = 1
         elif (
