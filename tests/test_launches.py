@@ -76,3 +76,20 @@ def test_a_gpu_counts_the_graph_optimized_for_its_layout() -> None:
     assert by_type.get("Transpose", 0) <= 1  # the image, into NCHW
     assert report.tf_stitch_gpu < report.tf_gpu
     tf.debugging.assert_near(gpu(x), cnn(x), rtol=1e-4, atol=1e-4)
+
+
+def test_a_gpu_counts_the_plan_that_merges_independent_kernels() -> None:
+    """On a CPU two large independent kernels stay apart (TensorFlow runs them side by side);
+    a GPU's plan makes them one launch, and the GPU count is of that plan."""
+
+    @tf.function(input_signature=[tf.TensorSpec([64, 1024])] * 2)
+    def two(a: tf.Tensor, b: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        return tf.nn.relu(a * 2.0 + 1.0), tf.sigmoid(b) * 3.0 - 1.0
+
+    optimized = tf_stitch.optimize(two)
+    assert len(optimized.kernels) == 2
+    x = tf.random.stateless_normal([64, 1024], seed=[1, 2])
+    report = tf_stitch.count_launches(optimized, x, x * 0.5)
+    gpu = report.gpu_optimized
+    assert gpu is not None and gpu is not optimized and len(gpu.kernels) == 1
+    assert report.tf_stitch == 2 and report.tf_stitch_gpu == 1

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 import tensorflow as tf
 
 from tf_stitch.fusion.legality import has_cpu_only_epilogues
+from tf_stitch.fusion.siblings import has_cpu_only_splits
 from tf_stitch.graph.frontends import is_keras_model
 from tf_stitch.graph.op_view import graph_of_function
 from tf_stitch.optimize import OptimizedFunction, StitchFunction, optimize
@@ -68,7 +69,8 @@ def count_launches(fn: Any, *inputs: Any, steps: int = 3) -> LaunchReport:
     GPU kernels would launch for them (`profiler/gpu_launches.py`), so that the two compare
     like with like. tf_stitch's is the graph optimize() gives for a GPU: where `fn` has NHWC
     float32 convolutions, or a library call's activation that TensorFlow fuses into the call
-    on a CPU only (a sigmoid after a dense layer), it is optimized again with
+    on a CPU only (a sigmoid after a dense layer), or independent kernels of one layer that
+    only a GPU's plan merges (fusion/siblings.py), it is optimized again with
     `conv_layout="NCHW"` (planned for a GPU) and that graph is run and traced
     (`gpu_optimized`).
     """
@@ -118,10 +120,13 @@ def _gpu_variant(
     optimized: OptimizedFunction, call: Callable[..., Any]
 ) -> tuple[OptimizedFunction, Callable[..., Any]]:
     """The function optimize() gives for a GPU, called like `call`: `optimized` itself unless it
-    has NHWC convolutions that a GPU's layout would change, or epilogues a GPU does not fuse."""
+    has NHWC convolutions that a GPU's layout would change, epilogues a GPU does not fuse, or
+    independent kernels a GPU's plan would merge."""
     planned = optimized.context.options.gpu
     if planned or not (
-        has_nhwc_convolutions(optimized.graph) or has_cpu_only_epilogues(optimized.graph)
+        has_nhwc_convolutions(optimized.graph)
+        or has_cpu_only_epilogues(optimized.graph)
+        or has_cpu_only_splits(optimized.context.records)
     ):
         return optimized, call
     gpu = optimize(optimized.original, conv_layout="NCHW", freeze=not optimized.variables)

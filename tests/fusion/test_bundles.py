@@ -5,7 +5,9 @@ from __future__ import annotations
 import tensorflow as tf
 
 from tf_stitch.fusion.bundles import plan_bundles
+from tf_stitch.fusion.decision import Record
 from tf_stitch.fusion.planner import plan_groups
+from tf_stitch.fusion.siblings import has_cpu_only_splits
 from tf_stitch.graph.frontends import load
 
 S = tf.TensorSpec
@@ -23,6 +25,20 @@ def test_groups_of_different_shapes_ready_together_are_one_bundle() -> None:
     graph, groups = _groups(fn, S([3, 5]), S([7]), S([2, 2, 2]))
     assert len(groups) == 3  # one domain each: the planner cannot merge them
     assert plan_bundles(graph, groups) == [[0, 1, 2]]
+
+
+def test_large_kernels_ready_together_are_bundled_for_a_gpu_only() -> None:
+    """On a CPU TensorFlow's executor runs them side by side (fusion/siblings.py)."""
+
+    def fn(a: tf.Tensor, b: tf.Tensor, c: tf.Tensor) -> tuple[tf.Tensor, ...]:
+        return tf.tanh(a) * 2.0 + 1.0, tf.sigmoid(b) - b * b, tf.exp(c) * 0.5 - 1.0
+
+    graph, groups = _groups(fn, S([64, 512]), S([128, 300]), S([3, 5]))
+    assert len(groups) == 3
+    records: list[Record] = []
+    assert plan_bundles(graph, groups, gpu=True) == [[0, 1, 2]]
+    assert plan_bundles(graph, groups, log=lambda s, d: records.append(Record(s, d)) or d) == []
+    assert has_cpu_only_splits(records)
 
 
 def test_a_group_that_reads_another_s_result_is_not_bundled_with_it() -> None:

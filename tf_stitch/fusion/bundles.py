@@ -14,17 +14,23 @@ are bundled when
 - no path leads from one to another (through any node, or through a bundle already made):
   a bundle is one node, and its members run together;
 - they are on one device, in one loop frame and alive under the same branches (lowered
-  control flow: kernels of both sides of a Switch never run together).
+  control flow: kernels of both sides of a Switch never run together);
+- on a CPU, kernels ready together are bundled only while the bundle is less work than waking
+  a second core (`cost_model.shares_a_core`): TensorFlow's executor runs independent kernels
+  side by side, as fusion/siblings.py explains. The optimizer's updates (*last*) are bundled
+  on both.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 
+from tf_stitch.fusion.cost_model import output_cycles, shares_a_core
 from tf_stitch.fusion.critical_path import critical_path
 from tf_stitch.fusion.legality import Context
 from tf_stitch.fusion.planner import Group
+from tf_stitch.fusion.siblings import Log, side_by_side
 from tf_stitch.fusion.union_find import UnionFind
 from tf_stitch.graph.ir import Graph
 
@@ -33,23 +39,35 @@ WRITES = frozenset({"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariabl
 MAX_TENSORS = 480
 
 
-def plan_bundles(graph: Graph, groups: Sequence[Group]) -> list[list[int]]:
+def plan_bundles(
+    graph: Graph, groups: Sequence[Group], gpu: bool = False, log: Log | None = None
+) -> list[list[int]]:
     """Which of `groups` (indices, each a bundleable kernel's) run as one kernel: lists of two
-    or more, in `groups`' order."""
+    or more, in `groups`' order. `gpu`: planned for a GPU; `log` gets the CPU's refusals."""
     if len(groups) < 2:
         return []
     finder = _Reach(graph, groups)
     keys: dict[tuple, list[list[int]]] = defaultdict(list)
     tensors = [len(g.inputs) + len(g.outputs) for g in groups]
+    seen: Counter[tuple] = Counter()  # candidates so far, by key
+    cycles = [output_cycles(info.shape for n in g.nodes for info in n.outputs) for g in groups]
     for i, group in enumerate(groups):
         key = finder.key(i, group)
         open_bundles = keys[key]
+        side_by_side_on_a_cpu = not gpu and key[0] == "layer"
+        if side_by_side_on_a_cpu and not shares_a_core([cycles[i]]):
+            if log is not None and seen[key]:
+                log(f"bundle {group.nodes[0].name}", side_by_side(cycles[i]))
+            seen[key] += 1
+            continue
+        seen[key] += 1
         target = next(
             (
                 b
                 for b in open_bundles
                 if sum(tensors[j] for j in b) + tensors[i] <= MAX_TENSORS
                 and not finder.connected(i, b[0])  # b's members are one unit
+                and not (side_by_side_on_a_cpu and not shares_a_core([cycles[j] for j in [*b, i]]))
             ),
             None,
         )

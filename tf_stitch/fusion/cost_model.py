@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 Dims = tuple[int | None, ...]
@@ -50,6 +51,24 @@ class Target:
     @staticmethod
     def this_machine() -> Target:
         return Target(max(1, os.cpu_count() or 1))
+
+
+def output_cycles(shapes: Iterable[Dims | None]) -> int:
+    """A rough count of a group's work from its ops' output shapes: one cycle an element
+    (unknown sizes guessed, an unknown rank taken as more than `PARALLEL_MIN_CYCLES`)."""
+    total = 0
+    for shape in shapes:
+        if shape is None:
+            return PARALLEL_MIN_CYCLES + 1
+        total += math.prod(ROW_GUESS if d is None else d for d in shape)
+    return round(total * CYCLES_PER_ELEMENT)
+
+
+def shares_a_core(cycles: Sequence[int]) -> bool:
+    """Whether independent kernels of these amounts of work are worth one launch on a CPU,
+    where TensorFlow's executor would otherwise run them side by side: together they are less
+    work than waking a second core (`PARALLEL_MIN_CYCLES`), so the dispatch saved counts."""
+    return sum(cycles) <= PARALLEL_MIN_CYCLES
 
 
 def unit_cycles(row_elements: int, op_cost: int, macs: int = 0, rows: int = 1) -> int:

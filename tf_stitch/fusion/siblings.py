@@ -20,18 +20,24 @@ Each merge passes the same checks as any other (`merge_legality`): no cycle, one
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
-from tf_stitch.fusion.cost_model import CYCLES_PER_ELEMENT, PARALLEL_MIN_CYCLES, ROW_GUESS
+from tf_stitch.fusion.cost_model import output_cycles, shares_a_core
 from tf_stitch.fusion.critical_path import CriticalPath
-from tf_stitch.fusion.decision import Decision, allow, forbid
+from tf_stitch.fusion.decision import Decision, Record, allow, forbid
 from tf_stitch.fusion.legality import Context
 from tf_stitch.fusion.merge import merge_legality
 from tf_stitch.fusion.union_find import UnionFind
 
 Log = Callable[[str, Decision], Decision]
+# The reason of a same-layer merge refused on a CPU (a GPU's plan would have made it).
+SIDE_BY_SIDE = "on a CPU independent kernels run side by side"
+
+
+def has_cpu_only_splits(records: Iterable[Record]) -> bool:
+    """Whether a plan kept apart groups of one layer that a GPU's plan would merge."""
+    return any(not r.decision and r.decision.reason.startswith(SIDE_BY_SIDE) for r in records)
 
 
 def merge_siblings(ctx: Context, groups: UnionFind, cp: CriticalPath, log: Log) -> None:
@@ -60,31 +66,24 @@ def _small_on_a_cpu(
     the others are logged as refused."""
     if len(names) < 2:
         return names
-    small = []
+    cycles = {n: _cycles(ctx, groups.members(groups.find(n))) for n in names}
+    small, total = [], 0
     for name in names:
-        cycles = _cycles(ctx, groups.members(groups.find(name)))
-        if cycles * len(names) <= PARALLEL_MIN_CYCLES:
+        if shares_a_core([total, cycles[name]]):
             small.append(name)
+            total += cycles[name]
         else:
-            log(
-                f"merge siblings {name} (same layer {layer})",
-                forbid(
-                    f"on a CPU independent kernels run side by side ({cycles:,} cycles of work, "
-                    f"more than a dispatch saves)"
-                ),
-            )
+            log(f"merge siblings {name} (same layer {layer})", side_by_side(cycles[name]))
     return small
 
 
+def side_by_side(cycles: int) -> Decision:
+    """The refusal of a same-layer merge (or bundle) on a CPU."""
+    return forbid(f"{SIDE_BY_SIDE} ({cycles:,} cycles of work, more than a dispatch saves)")
+
+
 def _cycles(ctx: Context, members: set[str]) -> int:
-    """A rough count of the group's work: the elements of its ops' outputs."""
-    total = 0.0
-    for name in members:
-        for info in ctx.graph.node(name).outputs:
-            if info.shape is None:
-                return PARALLEL_MIN_CYCLES + 1
-            total += math.prod(ROW_GUESS if d is None else d for d in info.shape)
-    return round(total * CYCLES_PER_ELEMENT)
+    return output_cycles(info.shape for n in members for info in ctx.graph.node(n).outputs)
 
 
 def _merge_all(ctx: Context, groups: UnionFind, names: list[str], why: str, log: Log) -> None:
