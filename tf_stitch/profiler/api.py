@@ -28,6 +28,7 @@ from tf_stitch.graph.frontends import is_keras_model
 from tf_stitch.profiler import leveled
 from tf_stitch.profiler.export_otlp import export_otlp
 from tf_stitch.profiler.export_xplane import add_levels
+from tf_stitch.profiler.fresh_executor import fresh_instantiations
 from tf_stitch.profiler.layers import keras_layer_names
 from tf_stitch.profiler.merge import graft_kernels
 from tf_stitch.profiler.op_table import op_table
@@ -282,17 +283,19 @@ def profile(
         bar.update(1, "calibrating the cost of a trace event")
         cost = leveled.calibrate_event_cost()
         bar.update(2, "run B: layer, op, library and kernel levels")
-        with tempfile.TemporaryDirectory(prefix="tf_stitch_profile_") as tmp:
-            try:
-                b = leveled.run_traced(call, steps, warmup=1, logdir=tmp, layer_names=names)
-            except Exception as e:
-                raise ProfileError(f"the model failed in run B (op level): {_brief(e)}") from e
-            traces = {f.name: f.read_bytes() for f in find_xplane_files(tmp)}
-        steps_spans, step_start_ps, origin_ns = b.steps, b.step_start_ps, b.trace_origin_ns
-        run_c_ns = None
-        if "kernel" in traced and _ran_stitched_kernels(b.steps):
-            bar.update(3, "run C: kernel level")
-            run_c_ns = _run_kernel_level(call, steps, names, b.steps)
+        # Runs B and C in an instantiation run A never ran untraced, so every op is traced.
+        with fresh_instantiations():
+            with tempfile.TemporaryDirectory(prefix="tf_stitch_profile_") as tmp:
+                try:
+                    b = leveled.run_traced(call, steps, warmup=1, logdir=tmp, layer_names=names)
+                except Exception as e:
+                    raise ProfileError(f"the model failed in run B (op level): {_brief(e)}") from e
+                traces = {f.name: f.read_bytes() for f in find_xplane_files(tmp)}
+            steps_spans, step_start_ps, origin_ns = b.steps, b.step_start_ps, b.trace_origin_ns
+            run_c_ns = None
+            if "kernel" in traced and _ran_stitched_kernels(b.steps):
+                bar.update(3, "run C: kernel level")
+                run_c_ns = _run_kernel_level(call, steps, names, b.steps)
         model_ns += leveled.run_model_level(call, steps - first_half, warmup=0)
         meta["model_latency_ns"] = leveled.trimmed_mean(model_ns)
         traced_ns = leveled.trimmed_mean(b.step_ns)

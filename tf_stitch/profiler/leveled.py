@@ -85,11 +85,13 @@ def _start_profiler(logdir: str, level: int) -> None:
 
 
 def _trace(
-    call: Callable[[], Any], steps: int, logdir: str, level: int
+    call: Callable[[], Any], steps: int, logdir: str, level: int, warmup: int = 0
 ) -> tuple[list[TraceEvent], int, list[tuple[TraceEvent, str]]]:
     _start_profiler(logdir, level)
     try:
         with collector_paused(collect_first=True):
+            for _ in range(warmup):  # traced too: see run_traced
+                _sync(call())
             for i in range(steps):
                 with tf.profiler.experimental.Trace(STEP_MARKER, step_num=i, _r=1):
                     _sync(call())
@@ -111,10 +113,13 @@ def run_traced(
     layer_names: Callable[[str], str] | None = None,
     host_tracer_level: int = 2,
 ) -> TracedRun:
-    """Run B: `steps` calls under the host tracer, each in a step marker; the spans of each."""
-    for _ in range(warmup):
-        _sync(call())
-    events, origin, device = _trace(call, steps, logdir, host_tracer_level)
+    """Run B: `steps` calls under the host tracer, each in a step marker; the spans of each.
+
+    The `warmup` calls run under the tracer as well, outside the step markers: an executor's
+    untraced runs make its cheap ops untraceable (`fresh_executor`), and a loop of a hundred
+    trips does that in one call. Call it in `fresh_executor.fresh_instantiations()` when the
+    function has run untraced before (run A)."""
+    events, origin, device = _trace(call, steps, logdir, host_tracer_level, warmup)
     intervals = step_intervals(events, STEP_MARKER)
     if len(intervals) != steps:
         raise RuntimeError(f"expected {steps} step markers in the trace, found {len(intervals)}")
