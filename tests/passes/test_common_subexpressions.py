@@ -8,6 +8,7 @@ from conftest import assert_close
 from graph_helpers import assert_same_values, ops, run_pass, v1_graph
 
 import tf_stitch
+from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef
 from tf_stitch.passes.common_subexpressions import eliminate_common_subexpressions
 
 
@@ -79,3 +80,33 @@ def test_a_separable_blocks_relus_are_written_once() -> None:
     assert relus == 1
     x = tf.constant(np.random.default_rng(0).standard_normal([2, 12, 12, 8]), tf.float32)
     assert_close(f(x), opt(x))
+
+
+def test_a_value_a_variable_write_reads_keeps_its_twin() -> None:
+    """The write takes its value's buffer only when nothing else reads the value."""
+    f32 = [TensorInfo("float32", (4,))]
+
+    def node(name: str, op: str, inputs: list[str], **attrs: object) -> Node:
+        refs = [TensorRef.parse(i) for i in inputs]
+        return Node(name, op, refs, {"T": DType("float32"), **attrs}, list(f32))
+
+    g = Graph(
+        nodes={
+            n.name: n
+            for n in (
+                node("x", "Placeholder", []),
+                node("v", "VarHandleOp", []),
+                node("twice", "AddV2", ["x", "x"]),
+                node("twice_again", "AddV2", ["x", "x"]),  # read by the write only
+                node("write", "AssignVariableOp", ["v", "twice_again"]),
+                node("out", "Exp", ["twice"]),
+                node("out2", "Exp", ["twice"]),
+            )
+        },
+        inputs=[TensorRef("x")],
+        outputs=[TensorRef("out"), TensorRef("out2")],
+        targets=["write"],
+    )
+    out = run_pass(eliminate_common_subexpressions, g)
+    assert "twice_again" in out.nodes and out.node("write").inputs[1].node == "twice_again"
+    assert "out2" in out.nodes  # fetched

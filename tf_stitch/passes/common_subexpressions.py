@@ -11,10 +11,12 @@ Two nodes are the same when their op, device, attributes, data inputs (in any or
 commutative ops) and control inputs are. Stateful ops, ops without inputs other than constants
 (a Placeholder is not its twin), control flow, function calls and ops that write their input's
 buffer are never merged; nor are fed, fetched or target nodes removed (the first of them stays
-and readers of the others read it). Views (transposes, slices, reshapes, broadcasts) are left
-as they are: a kernel reads through them at no cost, a view read by two groups would tie them
-together, and Grappler still merges the ones left to TensorFlow. Nodes are visited producers
-first, so a chain of duplicates collapses in one sweep.
+and readers of the others read it), nor are values a variable write reads (the write takes the
+value's buffer only when it is the value's only reader: a copy on a GPU otherwise). Views
+(transposes, slices, reshapes, broadcasts) are left as they are: a kernel reads through them at
+no cost, a view read by two groups would tie them together, and Grappler still merges the ones
+left to TensorFlow. Nodes are visited producers first, so a chain of duplicates collapses in one
+sweep.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ _NEVER = frozenset(
     }
 )  # fmt: skip
 _VIEWS = frozenset({OpKind.TRANSPOSE, OpKind.RESHAPE, OpKind.SLICE, OpKind.BROADCAST})
+_WRITES = frozenset({"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"})
 # Ops whose data inputs may be read in any order.
 _COMMUTATIVE = frozenset(
     {"Add", "AddV2", "AddN", "Mul", "Maximum", "Minimum", "LogicalAnd", "LogicalOr", "Equal",
@@ -58,6 +61,9 @@ def eliminate_common_subexpressions(graph: Graph, ctx: PassContext) -> Graph:
     """Readers of a node that duplicates an earlier one read the earlier one; duplicates go."""
     out = graph.copy()
     keep = {r.node for r in out.inputs} | {r.node for r in out.outputs} | set(out.targets)
+    # A variable write takes its value's buffer when it is the value's only reader (a copy
+    # otherwise): values written stay apart from their twins.
+    written = {n.inputs[1].node for n in out if n.op in _WRITES and len(n.inputs) > 1}
     first: dict[Hashable, str] = {}
     same: dict[str, str] = {}  # a duplicate -> the node whose values it repeats
     for node in out.topological_order():
@@ -67,8 +73,9 @@ def eliminate_common_subexpressions(graph: Graph, ctx: PassContext) -> Graph:
         if key is None:
             continue
         original = first.setdefault(key, node.name)
-        if original != node.name and node.name not in keep:
-            same[node.name] = original
+        if original == node.name or node.name in keep or {node.name, original} & written:
+            continue
+        same[node.name] = original
     if not same:
         return out
     for node in out:  # loops' back edges: a reader may come before its producer in the order
