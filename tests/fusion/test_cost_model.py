@@ -56,3 +56,18 @@ def test_too_little_work_to_wake_a_core_runs_as_one_unit() -> None:
     # 4 rows of 32 on two cores would pay a thread wake-up for ~300 cycles of work
     assert choose_loop_split((4, 32), [0, 1, 2], op_cost=17, target=TWO) == 0
     assert choose_loop_split((4096, 32), [0, 1, 2], op_cost=17, target=TWO) == 1
+
+
+def test_output_cycles_and_sharing_a_core() -> None:
+    from tf_stitch.fusion.cost_model import (
+        PARALLEL_MIN_CYCLES,
+        ROW_GUESS,
+        output_cycles,
+        shares_a_core,
+    )
+
+    assert output_cycles([(4, 8), (8,)]) == 40
+    assert output_cycles([(None, 8)]) == ROW_GUESS * 8  # an unknown batch is guessed
+    assert output_cycles([(4,), None]) > PARALLEL_MIN_CYCLES  # an unknown rank: not small
+    assert shares_a_core([PARALLEL_MIN_CYCLES // 2, PARALLEL_MIN_CYCLES // 2])
+    assert not shares_a_core([PARALLEL_MIN_CYCLES, 1])
