@@ -55,19 +55,18 @@ def plan_bundles(
         key = finder.key(i, group)
         open_bundles = keys[key]
         side_by_side_on_a_cpu = not gpu and key[0] == "layer"
-        if side_by_side_on_a_cpu and not shares_a_core([cycles[i]]):
-            if log is not None and seen[key]:
-                log(f"bundle {group.nodes[0].name}", side_by_side(cycles[i]))
-            seen[key] += 1
-            continue
         seen[key] += 1
+        if side_by_side_on_a_cpu and not shares_a_core([cycles[i]]):
+            if log is not None and seen[key] > 1:
+                log(f"bundle {group.nodes[0].name}", side_by_side(cycles[i]))
+            continue
         target = next(
             (
                 b
                 for b in open_bundles
                 if sum(tensors[j] for j in b) + tensors[i] <= MAX_TENSORS
                 and not finder.connected(i, b[0])  # b's members are one unit
-                and not (side_by_side_on_a_cpu and not shares_a_core([cycles[j] for j in [*b, i]]))
+                and (not side_by_side_on_a_cpu or shares_a_core([cycles[j] for j in [*b, i]]))
             ),
             None,
         )

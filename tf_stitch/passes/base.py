@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tf_stitch.fusion.decision import Record
+from tf_stitch.fusion.decision import Decision, Record
 from tf_stitch.fusion.memory_plan import DEFAULT_BUDGET_BYTES
 from tf_stitch.graph.ir import Graph, TensorRef
 
@@ -90,6 +90,11 @@ class PassContext:
     plan: Any = None  # the fusion plan `stitch` made for `outline`
     # The fetches as the caller named them (passes may move them; fetch-names names them back).
     requested_outputs: list[TensorRef] = field(default_factory=list)
+
+    def log(self, subject: str, decision: Decision) -> Decision:
+        """Records a decision made after planning (fusion.siblings.Log's signature)."""
+        self.records.append(Record(subject, decision))
+        return decision
 
 
 @dataclass(frozen=True)

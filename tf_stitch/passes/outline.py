@@ -34,7 +34,7 @@ from tf_stitch.codegen.lower import LoweringError, lower
 from tf_stitch.codegen.op_attrs import cuda_attrs, stitched_kernel_attrs
 from tf_stitch.codegen.simt import emulated_source
 from tf_stitch.fusion.bundles import plan_bundles
-from tf_stitch.fusion.decision import Decision, Record, allow
+from tf_stitch.fusion.decision import Record, allow
 from tf_stitch.fusion.planner import Group
 from tf_stitch.graph.ir import AttrList, DType, FuncRef, Graph, Node, TensorInfo, TensorRef
 from tf_stitch.passes.base import KernelInfo, PassContext, graph_pass
@@ -128,14 +128,6 @@ def _generate(graph: Graph, group: Group, ctx: PassContext, quiet: bool = False)
         return None
 
 
-def _log_to(ctx: PassContext) -> Callable[[str, Decision], Decision]:
-    def log(subject: str, decision: Decision) -> Decision:
-        ctx.records.append(Record(subject, decision))
-        return decision
-
-    return log
-
-
 def _bundled(
     graph: Graph, built: list[_Built], singles: list[_Built], ctx: PassContext
 ) -> list[_Built]:
@@ -144,7 +136,7 @@ def _bundled(
     candidates too, but those left out of every bundle stay TensorFlow ops."""
     everything = built + singles
     eligible = [b for b in everything if b.group.attention is None and bundleable(b.kernel)]
-    chosen = plan_bundles(graph, [b.group for b in eligible], ctx.options.gpu, _log_to(ctx))
+    chosen = plan_bundles(graph, [b.group for b in eligible], ctx.options.gpu, ctx.log)
     if not chosen:
         return built
     taken: set[int] = set()
