@@ -40,6 +40,22 @@ def test_folds_constant_subgraphs_with_tensorflow_values() -> None:
     assert_same_values(g, out)
 
 
+def test_a_tensordot_gradients_inverted_permutation_becomes_a_constant() -> None:
+    """`tf.tensordot`'s gradient transposes by `InvertPermutation(concat(free, axes))`."""
+
+    def build_perm() -> None:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 3, 4], name="x")
+        perm = tf.concat([tf.constant([0, 2]), tf.constant([1])], 0, name="perm")
+        inverse = tf.math.invert_permutation(perm, name="inverse")
+        tf.transpose(x, inverse, name="out")
+
+    g = v1_graph(build_perm, outputs=["out"])
+    out = run_pass(fold_constants, g)
+    assert out.node("inverse").op == "Const"
+    np.testing.assert_array_equal(constant_value(out, ref("inverse")), [0, 2, 1])
+    assert_same_values(g, out)
+
+
 def shapes_build() -> None:
     x = tf.compat.v1.placeholder(tf.float32, [2, 3, 4], name="x")
     u = tf.compat.v1.placeholder(tf.float32, [None, 4], name="u")

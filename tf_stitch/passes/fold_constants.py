@@ -35,6 +35,7 @@ _FOLDABLE_ARRAY_OPS = frozenset(
         "ZerosLike",
         "OnesLike",
         "MatrixBandPart",
+        "InvertPermutation",
     }
 )
 # Ops of shape arithmetic whose value graph/shape_values.py may know from static sizes alone.

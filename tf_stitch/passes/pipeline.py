@@ -16,6 +16,7 @@ from tf_stitch.graph.ir import Graph
 from tf_stitch.passes.base import Options, Pass, PassContext
 from tf_stitch.passes.batch_matmuls import batch_matmuls
 from tf_stitch.passes.broadcast_grads import broadcast_grads
+from tf_stitch.passes.broadcast_likes import broadcast_likes
 from tf_stitch.passes.cleanup import cleanup
 from tf_stitch.passes.common_subexpressions import eliminate_common_subexpressions
 from tf_stitch.passes.constant_views import fold_constant_views
@@ -82,6 +83,7 @@ PIPELINE: tuple[Pass, ...] = (
     nchw_layout,  # for a GPU: convolutions and the ops after them in NCHW, transposes explicit
     transpose_views,  # again: the transposes of [N, 1, 1, C] operands are views
     fill_likes,  # Fill(Shape(t), c) -> OnesLike(t) / ZerosLike(t): no Shape edge to t
+    broadcast_likes,  # BroadcastTo(x, Shape(t)) -> x * OnesLike(t)
     forward_identities,  # again: folded permutations reveal identity Transposes
     eliminate_common_subexpressions,  # again: rewrites made some ops alike
     prune,  # drop what no output needs
