@@ -19,6 +19,7 @@ from tf_stitch.passes.broadcast_grads import broadcast_grads
 from tf_stitch.passes.broadcast_likes import broadcast_likes
 from tf_stitch.passes.cleanup import cleanup
 from tf_stitch.passes.common_subexpressions import eliminate_common_subexpressions
+from tf_stitch.passes.concat_grads import concat_grads
 from tf_stitch.passes.constant_views import fold_constant_views
 from tf_stitch.passes.control_deps import drop_pure_control_deps
 from tf_stitch.passes.decompose_add_n import decompose_add_n
@@ -66,6 +67,7 @@ PIPELINE: tuple[Pass, ...] = (
     decompose_add_n,  # AddN -> AddV2 chain
     decompose_gradients,  # ReluGrad, SigmoidGrad, TanhGrad, BiasAddGrad, ... -> their math
     broadcast_grads,  # Sum over BroadcastGradientArgs the graph decides -> constant axes
+    concat_grads,  # a concatenation's gradient: Slices at offsets known now -> constant bounds
     static_reshape,  # Reshape targets computed from Shape -> constants
     slice_views,  # x[:, None] and friends -> Reshape
     transpose_views,  # Transposes that only move size-1 axes -> Reshape
