@@ -53,6 +53,7 @@ from tf_stitch.passes.static_reshape import static_reshape
 from tf_stitch.passes.stitch import stitch
 from tf_stitch.passes.sum_of_products import sum_of_products
 from tf_stitch.passes.transpose_views import transpose_views
+from tf_stitch.passes.view_copies import rejoin_view_copies, view_copies
 
 PIPELINE: tuple[Pass, ...] = (
     drop_pure_control_deps,  # control edges from side-effect-free nodes order nothing
@@ -90,8 +91,10 @@ PIPELINE: tuple[Pass, ...] = (
     eliminate_common_subexpressions,  # again: rewrites made some ops alike
     prune,  # drop what no output needs
     refresh_shapes,  # shape inference again, now that reshape targets are constants
+    view_copies,  # a slice read by several stitchable ops -> one copy per reader
     stitch,  # plan the fusion groups (critical path first)
     outline,  # each group -> one StitchedKernel node
+    rejoin_view_copies,  # slice copies that joined no kernel -> one slice again
     restore_bias_adds,  # bias adds left to TensorFlow are BiasAdds again (its remapper's pattern)
     prune,  # drop constants only the groups read
     cleanup,  # remove planning marks
