@@ -38,6 +38,20 @@ def test_each_stitchable_reader_gets_its_own_copy() -> None:
     assert_same_values(g, out)
 
 
+def test_integer_slices_stay_shared() -> None:
+    """Ids sliced per feature and normalized (`i < 0 ? i + n : i`) before a gather: the
+    gather's kernel reads the three readers through one pattern, so the slice keeps them."""
+
+    def build_ids() -> None:
+        ids = tf.compat.v1.placeholder(tf.int32, [None, 4], name="ids")
+        first = tf.slice(ids, [0, 0], [-1, 1], name="first")
+        tf.where(first < 0, first + 10, first, name="normalized")
+
+    g = v1_graph(build_ids, inputs=["ids"], outputs=["normalized"])
+    out = run_pass(view_copies, g)
+    assert ops(out)["Slice"] == 1
+
+
 def test_copies_that_joined_no_kernel_are_one_slice_again() -> None:
     outputs = ["update", "candidate", "projected", "reset"]
     g = v1_graph(build, inputs=["x"], outputs=outputs)

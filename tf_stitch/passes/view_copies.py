@@ -15,7 +15,7 @@ so a reader left to TensorFlow never costs a launch more than the shared view di
 
 from __future__ import annotations
 
-from tf_stitch.fusion.op_kinds import OpKind, op_kind
+from tf_stitch.fusion.op_kinds import FUSIBLE_DTYPES, OpKind, op_kind
 from tf_stitch.fusion.static_args import slice_window
 from tf_stitch.graph.ir import Graph, Node, TensorRef
 from tf_stitch.passes.base import PassContext, graph_pass
@@ -35,6 +35,8 @@ def view_copies(graph: Graph, ctx: PassContext) -> Graph:
             continue
         if node.control_inputs or slice_window(out, node) is None:
             continue
+        if node.outputs[0].dtype not in FUSIBLE_DTYPES:
+            continue  # integer indices: a gather's kernel reads them through its own pattern
         readers = list(dict.fromkeys(consumers.get(node.output(0), [])))
         own = [r for r in readers if op_kind(out.node(r).op) in _READERS]
         if len(readers) < 2 or not own:
