@@ -71,7 +71,8 @@ def rejoin_view_copies(graph: Graph, ctx: PassContext) -> Graph:
     for node in list(out):
         if node.op != "Slice" or node.control_inputs or node.name in kept:
             continue
-        key = (tuple(node.inputs), tuple(sorted((k, repr(v)) for k, v in node.attrs.items())))
+        attrs = tuple(sorted((k, repr(v)) for k, v in node.attrs.items()))
+        key = (tuple(node.inputs), attrs, node.device)
         if key not in first:
             first[key] = node.name
             continue
