@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
+from tf_stitch.fusion.bundles import WRITES
 from tf_stitch.fusion.legality import is_stateful
 from tf_stitch.fusion.op_kinds import OpKind, op_spec
 from tf_stitch.graph.ir import AttrList, FuncRef, Graph, Node, TensorRef, TensorValue
@@ -42,7 +43,6 @@ _NEVER = frozenset(
     }
 )  # fmt: skip
 _VIEWS = frozenset({OpKind.TRANSPOSE, OpKind.RESHAPE, OpKind.SLICE, OpKind.BROADCAST})
-_WRITES = frozenset({"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"})
 # Ops whose data inputs may be read in any order.
 _COMMUTATIVE = frozenset(
     {"Add", "AddV2", "AddN", "Mul", "Maximum", "Minimum", "LogicalAnd", "LogicalOr", "Equal",
@@ -63,7 +63,7 @@ def eliminate_common_subexpressions(graph: Graph, ctx: PassContext) -> Graph:
     keep = {r.node for r in out.inputs} | {r.node for r in out.outputs} | set(out.targets)
     # A variable write takes its value's buffer when it is the value's only reader (a copy
     # otherwise): values written stay apart from their twins.
-    written = {n.inputs[1].node for n in out if n.op in _WRITES and len(n.inputs) > 1}
+    written = {n.inputs[1].node for n in out if n.op in WRITES and len(n.inputs) > 1}
     first: dict[Hashable, str] = {}
     same: dict[str, str] = {}  # a duplicate -> the node whose values it repeats
     for node in out.topological_order():

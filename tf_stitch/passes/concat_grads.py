@@ -28,15 +28,16 @@ def concat_grads(graph: Graph, ctx: PassContext) -> Graph:
     """Gives the Slices of a concatenation's gradient constant bounds where the graph decides
     them."""
     out = graph.copy()
-    slices = [n for n in out if n.op == "Slice" and _offset_slice(out, n) is not None]
+    found = {n.name: _offset_slice(out, n) for n in out if n.op == "Slice"}
+    slices = [(out.node(name), f) for name, f in found.items() if f is not None]
     if not slices:
         return out
     dims = SymbolicDims(out, proven=True)
     fed = out.fed()
-    for node in slices:
+    for node, (offsets, k) in slices:
         if fed & set(node.inputs):
             continue
-        bounds = _bounds(out, dims, node, _axis(out, node))
+        bounds = _bounds(out, dims, node, offsets, k)
         if bounds is None:
             continue
         begin, size = bounds
@@ -75,10 +76,9 @@ def _shape_source(graph: Graph, ref: TensorRef) -> TensorRef | None:
     return None
 
 
-def _axis(graph: Graph, node: Node) -> int | None:
-    """The concatenation axis an `_offset_slice` Slice's offsets are computed for: a constant,
-    or the gradient's `concat_dim % Rank(x)` of two constants."""
-    ref = graph.node(node.inputs[1].node).inputs[0]
+def _axis(graph: Graph, ref: TensorRef) -> int | None:
+    """The concatenation axis a ConcatOffset reads: a constant, or the gradient's
+    `concat_dim % Rank(x)` of two constants."""
     value = constant_value(graph, ref)
     mod = graph.nodes.get(ref.node)
     if value is None and mod is not None and mod.op == "FloorMod":
@@ -89,12 +89,10 @@ def _axis(graph: Graph, node: Node) -> int | None:
 
 
 def _bounds(
-    graph: Graph, dims: SymbolicDims, node: Node, axis_value: int | None
+    graph: Graph, dims: SymbolicDims, node: Node, offsets: Node, k: int
 ) -> tuple[list[int], list[int]] | None:
-    found = _offset_slice(graph, node)
-    if found is None:
-        return None
-    offsets, k = found
+    """Constant (begin, size) of the Slice `node` of piece `k` at `offsets`, else None."""
+    axis_value = _axis(graph, offsets.inputs[0])
     pieces = [_shape_source(graph, r) for r in offsets.inputs[1 : k + 2]]
     g = node.inputs[0]
     rank = graph.info(g).rank

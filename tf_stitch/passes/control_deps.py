@@ -50,13 +50,11 @@ def drop_pure_control_deps(graph: Graph, ctx: PassContext) -> Graph:
     }
     if not candidates:
         return out
-    flow = 0
-    for node in order:
-        if node.op in CONTROL_FLOW_OPS:
-            flow |= bit[node.name]
-    upstream, kept_upstream = _upstream_effects(out, order, bit, candidates)
+    flow = sum(bit[n.name] for n in order if n.op in CONTROL_FLOW_OPS)
+    preds = {n.name: out.predecessors(n) for n in order}
+    upstream, kept_upstream = _upstream_effects(order, preds, bit, candidates)
     needed = _needed_effects(out, candidates, bit)
-    waits = _downstream_waits(out, order, bit, kept_upstream)
+    waits = _downstream_waits(order, preds, bit, kept_upstream)
     for node in out:
         node.control_inputs = [
             src
@@ -68,7 +66,7 @@ def drop_pure_control_deps(graph: Graph, ctx: PassContext) -> Graph:
 
 
 def _upstream_effects(
-    graph: Graph, order: list[Node], bit: dict[str, int], candidates: set[Edge]
+    order: list[Node], preds: dict[str, set[str]], bit: dict[str, int], candidates: set[Edge]
 ) -> tuple[dict[str, int], dict[str, int]]:
     """Each node's effects upstream (itself included, as bits): along every edge, and along
     every edge but the candidates."""
@@ -76,7 +74,7 @@ def _upstream_effects(
     kept: dict[str, int] = {}
     for node in order:
         a = b = bit.get(node.name, 0)
-        for p in graph.predecessors(node):
+        for p in preds[node.name]:
             a |= every.get(p, 0)
             if (p, node.name) not in candidates:
                 b |= kept.get(p, 0)
@@ -102,18 +100,18 @@ def _needed_effects(graph: Graph, candidates: set[Edge], bit: dict[str, int]) ->
 
 
 def _downstream_waits(
-    graph: Graph, order: list[Node], bit: dict[str, int], kept_upstream: dict[str, int]
+    order: list[Node], preds: dict[str, set[str]], bit: dict[str, int], kept: dict[str, int]
 ) -> dict[str, int]:
     """For each node, the effects that every effect downstream of it (itself included) waits
     for without the candidate edges; all bits where nothing downstream has an effect."""
     everything = (1 << len(bit)) - 1
     successors: dict[str, list[str]] = {n.name: [] for n in order}
     for node in order:
-        for p in graph.predecessors(node):
+        for p in preds[node.name]:
             successors[p].append(node.name)
     waits: dict[str, int] = {}
     for node in reversed(order):
-        w = kept_upstream[node.name] if node.name in bit else everything
+        w = kept[node.name] if node.name in bit else everything
         for s in successors[node.name]:
             w &= waits[s]
         waits[node.name] = w

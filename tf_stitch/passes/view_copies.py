@@ -49,14 +49,8 @@ def view_copies(graph: Graph, ctx: PassContext) -> Graph:
 
 
 def _give_copy(graph: Graph, view: Node, reader: Node) -> None:
-    copy = Node(
-        graph.unique_name(f"{view.name}/for_{reader.name.rsplit('/', 1)[-1]}"),
-        view.op,
-        list(view.inputs),
-        dict(view.attrs),
-        list(view.outputs),
-        device=view.device,
-    )
+    copy = view.copy()
+    copy.name = graph.unique_name(f"{view.name}/for_{reader.name.rsplit('/', 1)[-1]}")
     graph.add(copy)
     reader.inputs = [TensorRef(copy.name, 0) if r == view.output(0) else r for r in reader.inputs]
 
