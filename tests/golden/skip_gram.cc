@@ -46,8 +46,9 @@ extern "C" void ts_run(const void* const* ts_in, void* const* ts_out, const int6
         const float v3 = (v1 * v2);
         r0_acc[l] = r0_acc[l] + v3;
       }
+      for (int h = 16 / 2; h > 0; h >>= 1)
+        for (int l = 0; l < h; ++l) r0_acc[l] = r0_acc[l] + r0_acc[l + h];
       r0_val = r0_acc[0];
-      for (int l = 1; l < 16; ++l) r0_val = r0_val + r0_acc[l];
     }
     const float v4 = r0_val;
     const float v5 = (-v4);

@@ -26,8 +26,9 @@ extern "C" void ts_run(const void* const* ts_in, void* const* ts_out, const int6
         const float v1 = in0[in0_r + i];
         r0_acc[l] = ts_max(r0_acc[l], v1);
       }
+      for (int h = 16 / 2; h > 0; h >>= 1)
+        for (int l = 0; l < h; ++l) r0_acc[l] = ts_max(r0_acc[l], r0_acc[l + h]);
       r0_val = r0_acc[0];
-      for (int l = 1; l < 16; ++l) r0_val = ts_max(r0_val, r0_acc[l]);
     }
     const float v2 = r0_val;
     float r1_val;
@@ -53,8 +54,9 @@ extern "C" void ts_run(const void* const* ts_in, void* const* ts_out, const int6
         r1_acc[l] = r1_acc[l] + v5;
         buf0[i] = v5;
       }
+      for (int h = 16 / 2; h > 0; h >>= 1)
+        for (int l = 0; l < h; ++l) r1_acc[l] = r1_acc[l] + r1_acc[l + h];
       r1_val = r1_acc[0];
-      for (int l = 1; l < 16; ++l) r1_val = r1_val + r1_acc[l];
     }
     const float v6 = r1_val;
     {

@@ -329,6 +329,25 @@ REGRESSIONS: list[Program] = [
         outputs=(1,),
         specials=(),
     ),
+    # Found by a CI run: a layer norm of (y @ w) @ w with 3e38 in y, a row of +-1e38 values
+    # whose float32 sum (1.2e38) is finite only if the partial sums are combined pairwise, as
+    # TensorFlow's kernels do; a running sum of the lanes overflowed to inf, then NaN.
+    Program(
+        rows=1,
+        cols=16,
+        steps=(
+            Step("unary", "abs", 0, 0, (1,), False),
+            Step("unary", "abs", 0, 0, (1,), False),
+            Step("matmul", "matmul", 1, 0, (1,), False),
+            Step("unary", "abs", 0, 0, (1,), False),
+            Step("matmul", "matmul", 22, 0, (1,), False),
+            Step("transpose", "transpose", 0, 0, (1,), False),
+            Step("transpose", "transpose", 0, 0, (1,), False),
+            Step("composite", "layer_norm", 24, 0, (1,), False),
+        ),
+        outputs=(),
+        specials=((1, 1, 7),),
+    ),
 ]
 
 

@@ -370,9 +370,15 @@ class Emitter:
             self._body(stmts, 4, lane="l")
             self._emit("}", 3)
             for r in reds:
-                self._emit(f"{r.name}_val = {r.name}_acc[0];", 3)
-                step = REDUCE_STEP[r.kind].format(a=f"{r.name}_val", v=f"{r.name}_acc[l]")
-                self._emit(f"for (int l = 1; l < {LANES}; ++l) {r.name}_val = {step};", 3)
+                # The lanes' partials combined pairwise (lane l with lane l + h, h halving), as
+                # Eigen's horizontal reduction and the GPU's shuffle tree do: a sum whose
+                # value is finite does not overflow on the way, as a running sum of the
+                # lanes could (a row of +-1e38 values).
+                acc = f"{r.name}_acc"
+                step = REDUCE_STEP[r.kind].format(a=f"{acc}[l]", v=f"{acc}[l + h]")
+                self._emit(f"for (int h = {LANES} / 2; h > 0; h >>= 1)", 3)
+                self._emit(f"for (int l = 0; l < h; ++l) {acc}[l] = {step};", 4)
+                self._emit(f"{r.name}_val = {acc}[0];", 3)
                 if r.kind == "Mean":
                     self._emit(f"{r.name}_val = {r.name}_val / static_cast<float>(ts_C);", 3)
         self._emit("}", 2)
