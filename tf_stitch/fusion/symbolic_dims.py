@@ -14,12 +14,18 @@ BroadcastTo, a batched matmul's batch axes) joins an unknown size of its result 
 one class its operands' aligned unknown sizes belong to (operands of size 1 broadcast; two
 classes could be 1 and n), so that equal symbols are equal sizes in every run TensorFlow
 accepts. Graph rewrites that are only correct for equal sizes use these.
+
+A loop body's graph knows nothing of the sizes its arguments had outside: fusion/loop_dims.py
+proves which of them stay equal on every trip and marks the arguments (`_ts_dims`, and for
+TensorLists `_ts_element_dims` for the values popped or read from them) with shared class
+numbers, which join their sizes here as seeds (`seed(k)`); `extra` joins sizes proven elsewhere
+(a loop's results with its inputs).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from tf_stitch.fusion.op_kinds import OpKind, op_spec
 from tf_stitch.fusion.static_args import reduction_axes, transpose_perm
@@ -31,6 +37,14 @@ Dim = tuple[str, int, int]  # (node, output, axis)
 Aligned = Callable[..., Iterator[tuple[Dim, Dim]]]
 # An unknown size of a broadcast's result and its operands' aligned sizes (a Dim, or known).
 Broadcast = tuple[Dim, list[Dim | int]]
+
+# Marks on a loop body's arguments (fusion/loop_dims.py): per axis, a class number or -1.
+SEED_DIMS = "_ts_dims"
+SEED_ELEMENT_DIMS = "_ts_element_dims"  # of the values a TensorList argument holds
+SEED_ELEMENT_VALUES = "_ts_element_values"  # of the sizes a list of shape vectors holds
+SEED_ELEMENT_SIZES = "_ts_element_sizes"  # those sizes where known (-1: unknown)
+# The ops that take a value out of a TensorList, and which output it is.
+LIST_READS = {"TensorListPopBack": 1, "TensorListGetItem": 0}
 
 # Ops whose first output has the shape of their first input.
 _SAME_SHAPE_OPS = frozenset(
@@ -76,10 +90,19 @@ class SymbolicDims:
     """`symbol(ref, axis)`: the same value for two unknown dims the graph proves equal (with
     `proven`, without the kernels' assumption that broadcasting ops never broadcast them)."""
 
-    def __init__(self, graph: Graph, proven: bool = False) -> None:
+    def __init__(
+        self, graph: Graph, proven: bool = False, extra: Iterable[tuple[Dim, Dim]] = ()
+    ) -> None:
         self.graph = graph
         self._parent: dict[Dim, Dim] = {}
         broadcasts: list[Broadcast] = []
+        self.extra = 0  # how many joins were given
+        for a, b in extra:
+            self._join(a, b)
+            self.extra += 1
+        for node in graph:
+            for a, b in _seeded(graph, node):
+                self._join(a, b)
 
         def recorded(
             graph: Graph, out: TensorRef, refs: list[TensorRef], axes: range | None = None
@@ -112,6 +135,14 @@ class SymbolicDims:
             return None
         return self._find((ref.node, ref.index, axis))
 
+    def seed(self, k: int) -> Dim:
+        """The class of seed `k` (see SEED_DIMS)."""
+        return self._find(seed_dim(k))
+
+    def root(self, d: Dim) -> Dim:
+        """The class of `d`, any unknown size of the graph (or a seed)."""
+        return self._find(d)
+
     def symbols(self, ref: TensorRef) -> tuple[Dim | None, ...]:
         shape = self.graph.info(ref).shape or ()
         return tuple(self.symbol(ref, a) for a in range(len(shape)))
@@ -128,6 +159,33 @@ class SymbolicDims:
         ra, rb = self._find(a), self._find(b)
         if ra != rb:
             self._parent[max(ra, rb)] = min(ra, rb)
+
+
+def seed_dim(k: int) -> Dim:
+    return ("^seed", k, 0)  # (no node is named so)
+
+
+def seed_classes(node: Node, attr: str) -> tuple[int, ...]:
+    value = node.attrs.get(attr)
+    return tuple(int(k) for k in getattr(value, "items", ()))
+
+
+def _seeded(graph: Graph, node: Node) -> Iterator[tuple[Dim, Dim]]:
+    """A marked argument's unknown sizes, and those of the values read from a marked list,
+    joined with their seeds."""
+    if node.op == "Placeholder":
+        ref, classes = node.output(0), seed_classes(node, SEED_DIMS)
+    elif node.op in LIST_READS and node.inputs and node.inputs[0].node in graph:
+        source = graph.node(node.inputs[0].node)
+        if source.op != "Placeholder" or len(node.outputs) <= LIST_READS[node.op]:
+            return
+        ref, classes = node.output(LIST_READS[node.op]), seed_classes(source, SEED_ELEMENT_DIMS)
+    else:
+        return
+    for axis, k in enumerate(classes):
+        d = _dim(graph, ref, axis)
+        if k >= 0 and d is not None:
+            yield d, seed_dim(k)
 
 
 def _relations(graph: Graph, node: Node, aligned: Aligned) -> Iterator[tuple[Dim, Dim]]:

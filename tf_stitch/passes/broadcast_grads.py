@@ -23,7 +23,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tf_stitch.fusion.symbolic_dims import SymbolicDims
+from tf_stitch.fusion.loop_dims import element_value_classes
+from tf_stitch.fusion.symbolic_dims import LIST_READS, SymbolicDims
 from tf_stitch.graph.io import infer_shapes
 from tf_stitch.graph.ir import Graph, Node, TensorRef
 from tf_stitch.graph.values import constant_value
@@ -36,11 +37,13 @@ from tf_stitch.passes.static_reshape import static_reshape
 class Source(NamedTuple):
     """What a shape vector holds: the sizes of the leading `axes` axes of `tensor` (all of them
     for `Shape(t)`; `Shape(t)[:-2]`, a batched matmul's batch axes, for its gradient), or
-    constant sizes (`tensor` None)."""
+    `sizes` (`tensor` None): constants, or in a loop body the whole shape of a tensor the
+    forward loop pushed, its unknown sizes of the classes `seeds` (fusion/loop_dims.py)."""
 
     tensor: TensorRef | None
     axes: int
-    sizes: tuple[int, ...] = ()
+    sizes: tuple[int | None, ...] = ()
+    seeds: tuple[int, ...] = ()
 
 
 @graph_pass("broadcast-grads")
@@ -93,8 +96,8 @@ def reduced_axes(graph: Graph, proofs: Proofs, own: Source, other: Source) -> li
         elif size is not None or theirs == 1:
             continue  # own size is the result's
         elif theirs is None:
-            mine = _symbol(proofs.dims, own.tensor, i)
-            if mine is None or mine != _symbol(proofs.dims, other.tensor, k):
+            mine = _symbol(proofs.dims, own, i)
+            if mine is None or mine != _symbol(proofs.dims, other, k):
                 return None
         else:
             return None  # own unknown, theirs a known size: own may be 1 and broadcast
@@ -109,10 +112,14 @@ def _sizes(graph: Graph, proofs: Proofs, source: Source) -> tuple[int | None, ..
     return None if shape is None else shape[: source.axes]
 
 
-def _symbol(dims: SymbolicDims, ref: TensorRef | None, axis: int) -> object:
+def _symbol(dims: SymbolicDims, source: Source, axis: int) -> object:
     """The unknown size's class in the graph the proofs were made on (None if that graph
     has no such unknown size: folded to a constant there, nothing to compare)."""
-    if ref is None or ref.node not in dims.graph:
+    ref = source.tensor
+    if ref is None:
+        k = source.seeds[axis] if axis < len(source.seeds) else -1
+        return None if k < 0 else dims.seed(k)
+    if ref.node not in dims.graph:
         return None
     return dims.symbol(ref, axis)
 
@@ -125,6 +132,15 @@ def shape_source(graph: Graph, ref: TensorRef) -> Source | None:
     if node.op == "Shape":
         rank = graph.info(node.inputs[0]).rank
         return None if rank is None else Source(node.inputs[0], rank)
+    if node.op in LIST_READS and ref.index == LIST_READS[node.op] and node.inputs:
+        held = graph.nodes.get(node.inputs[0].node)
+        if held is None or held.op != "Placeholder":
+            return None
+        classes, sizes = element_value_classes(held)
+        if not classes or len(classes) != len(sizes):
+            return None
+        known = tuple(None if s < 0 else s for s in sizes)
+        return Source(None, len(sizes), known, classes)
     if node.op == "Const":
         value = constant_value(graph, ref)
         if value is None or value.ndim != 1 or np.any(value < 0):
@@ -184,7 +200,9 @@ def _fix_sum(
     # Nothing summed: the gradient has the broadcast result's shape, which is own's where own
     # is a whole tensor's shape, so a Reshape of it to Shape(own) changes nothing.
     grad = node.inputs[0]
-    whole = own.tensor is not None and own.axes == graph.info(own.tensor).rank
+    # (a vector of seeds holds the whole shape of a tensor the forward loop pushed)
+    tensor = own.tensor
+    whole = bool(own.seeds) if tensor is None else own.axes == graph.info(tensor).rank
     for name in consumers.get(node.output(0), []):
         reader = graph.nodes.get(name)
         if (

@@ -5,20 +5,23 @@ matmuls, the gates and the state update, op by op, every step. Each body of a (S
 of the graph is turned into a graph (its arguments Placeholders with the loop variables'
 shapes), run through the same pipeline (so a loop inside it gets the same in turn), and turned
 back into a function under a new name, which the loop then calls; its kernels' matmul tiles
-read at most `LOOP_TILE_OPERANDS_BYTES` of weights together. A body another node also
-calls, or in which nothing was stitched, is left as it is; one that cannot be converted stays,
-with a warning saying why.
+read at most `LOOP_TILE_OPERANDS_BYTES` of weights together. Its arguments are marked with
+the classes of unknown sizes they keep on every trip (fusion/loop_dims.py, proven on the graph
+before the pipeline changed it), so that its passes know what the graph outside knew. A body
+another node also calls, or in which nothing was stitched, is left as it is; one that cannot be
+converted stays, with a warning saying why.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import tensorflow as tf
 
 from tf_stitch.fusion.cost_model import LOOP_TILE_OPERANDS_BYTES
+from tf_stitch.fusion.loop_dims import Seeds, mark_body
 from tf_stitch.graph.functions import function_graph, function_uses, with_function
 from tf_stitch.graph.ir import FuncRef, Graph, Node
 from tf_stitch.graph.list_shapes import list_element_shapes
@@ -29,8 +32,11 @@ WHILE_OPS = ("While", "StatelessWhile")
 Run = Callable[[Graph, Options], tuple[Graph, PassContext]]
 
 
-def optimize_loop_bodies(graph: Graph, ctx: PassContext, run: Run) -> Graph:
-    """`graph` with the bodies of its loops optimized by `run` (the pipeline)."""
+def optimize_loop_bodies(
+    graph: Graph, ctx: PassContext, run: Run, seeds: Mapping[str, tuple[str, Seeds]]
+) -> Graph:
+    """`graph` with the bodies of its loops optimized by `run` (the pipeline); `seeds` are
+    the marks `loop_seeds` found for the loops, by name (with the body they were found for)."""
     loops = [n for n in graph if n.op in WHILE_OPS and isinstance(n.attrs.get("body"), FuncRef)]
     if not loops:
         return graph
@@ -56,6 +62,9 @@ def optimize_loop_bodies(graph: Graph, ctx: PassContext, run: Run) -> Graph:
         try:
             lists = list_element_shapes(graph, loop, original_body)
             body_graph = function_graph(out.library, body, shapes, lists)
+            marks = seeds.get(loop.name)
+            if marks is not None and marks[0] == body and len(body_graph.inputs) == len(shapes):
+                body_graph = mark_body(body_graph, marks[1])
             bodies.setdefault(loop.name, body_graph)  # as it was: a later loop may ask
             options = dataclasses.replace(ctx.options, tile_budget=LOOP_TILE_OPERANDS_BYTES)
             optimized, body_ctx = run(body_graph, options)

@@ -12,6 +12,7 @@ import os
 import sys
 from collections import Counter
 
+from tf_stitch.fusion.loop_dims import loop_seeds
 from tf_stitch.graph.ir import Graph
 from tf_stitch.passes.base import Options, Pass, PassContext
 from tf_stitch.passes.batch_matmuls import batch_matmuls
@@ -111,6 +112,7 @@ def debug_level() -> int:
 
 def run_pipeline(graph: Graph, options: Options | None = None) -> tuple[Graph, PassContext]:
     ctx = PassContext(options or Options(), requested_outputs=list(graph.outputs))
+    seeds = loop_seeds(graph)  # proven on the graph as it comes, before passes change it
     level = debug_level()
     dumper = Dumper.from_env()
     for i, p in enumerate(PIPELINE):
@@ -123,7 +125,7 @@ def run_pipeline(graph: Graph, options: Options | None = None) -> tuple[Graph, P
         if dumper:
             dumper.graph(i, p.name, graph)
     # the bodies of loops: the same pipeline on each, as a graph of its own
-    graph = optimize_loop_bodies(graph, ctx, run_pipeline)
+    graph = optimize_loop_bodies(graph, ctx, run_pipeline, seeds)
     if level >= 2:
         for record in ctx.records:
             _print(f"[tf_stitch]   {record}")
