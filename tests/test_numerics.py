@@ -164,6 +164,19 @@ CASES = [
         1,
     ),
     Case("reductions", _reductions, [spec(None, 19)], 1),
+    Case(  # integer counts converted as they are loaded
+        "int_counts",
+        lambda x: x / tf.cast(tf.shape(x)[0], F) + tf.cast(tf.size(x, tf.int64), F) * 1e-3,
+        [spec(None, 11)],
+        1,
+        remaining={"Shape": 1, "Size": 1, "Slice": 1},  # (integers on the host)
+    ),
+    Case(  # 0 where the denominator is +-0, whatever the numerator (NaN, inf)
+        "div_no_nan",
+        lambda x, y: tf.math.divide_no_nan(x, tf.nn.relu(y)) * 2.0,
+        [spec(None, 13), spec(None, 13)],
+        1,
+    ),
     Case("two_outputs", _two_outputs, [spec(None, 31)], 1),
     Case("per_row_outputs", _norm_with_statistics, [spec(None, 24)], 1),
     Case(

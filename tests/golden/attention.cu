@@ -1,4 +1,4 @@
-extern "C" __global__ void __launch_bounds__(256) ts_7c62380b99032a18(
+extern "C" __global__ void __launch_bounds__(256) ts_7b7af7378a35eb25(
     const float* __restrict__ in0,
     const float* __restrict__ in1,
     const float* __restrict__ in2,

@@ -59,3 +59,40 @@ def test_a_mean_gradient_joins_the_layer_norm_backward_kernel() -> None:
     assert "BroadcastTo" not in {n.op for n in opt.graph_def.node}
     x = tf.constant(np.random.default_rng(3).normal(size=(5, 8, 16)), tf.float32)
     assert_close(f(x), opt(x))
+
+
+def test_tiles_of_ones_by_a_tensors_shape_become_products_with_its_ones() -> None:
+    def build_tiles() -> None:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 6], name="x")
+        g = tf.compat.v1.placeholder(tf.float32, [], name="g")
+        tf.tile(tf.reshape(g, [1, 1]), tf.shape(x), name="spread")  # a mean's gradient
+        tf.tile(x[:1], tf.shape(x), name="rows")  # not ones: [1, 6] tiled is [?, 36]
+
+    g = v1_graph(build_tiles, inputs=["x", "g"], outputs=["spread", "rows"])
+    out = run_pass(broadcast_likes, g)
+    assert out.node("spread").op == "Mul" and out.node("rows").op == "Tile"
+    assert out.info(out.node("spread").output(0)).shape == (None, 6)
+    assert_same_values(g, out)
+
+
+def test_a_keras_mean_loss_gradient_is_stitched() -> None:
+    """sum_over_batch_size: the loss's gradient tiles 1/batch over the batch."""
+    import keras
+
+    loss = keras.losses.MeanSquaredError()
+
+    def grad(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            value = loss(y, tf.tanh(x))
+        return value, tape.gradient(value, x)
+
+    f = tf.function(grad, input_signature=[tf.TensorSpec([None, 8])] * 2)
+    opt = tf_stitch.optimize(f)
+    left = {n.op for n in opt.graph_def.node}
+    assert not left & {"Tile", "DivNoNan", "BroadcastTo"}, left
+    rng = np.random.default_rng(4)
+    for batch in (1, 5):
+        x, y = (tf.constant(rng.normal(size=(batch, 8)), tf.float32) for _ in range(2))
+        for want, got in zip(f(x, y), opt(x, y), strict=True):
+            assert_close(want, got)

@@ -54,6 +54,7 @@ EXPR = {
     "Mul": "({0} * {1})",
     "RealDiv": "({0} / {1})",
     "Div": "({0} / {1})",
+    "DivNoNan": "ts_div_no_nan({0}, {1})",
     "Maximum": "ts_max({0}, {1})",
     "Minimum": "ts_min({0}, {1})",
     "Pow": "ts_pow({0}, {1})",
@@ -117,6 +118,7 @@ static inline float ts_max(float a, float b) { return a != a ? a : (b != b ? b :
 static inline float ts_min(float a, float b) { return a != a ? a : (b != b ? b : (b < a ? b : a)); }
 static inline float ts_relu(float a) { return a < 0.0f ? 0.0f : a; }
 static inline float ts_sqdiff(float a, float b) { const float d = a - b; return d * d; }
+static inline float ts_div_no_nan(float a, float b) { return b == 0.0f ? 0.0f : a / b; }
 static inline float ts_sign(float a) {
   return a > 0.0f ? 1.0f : (a < 0.0f ? -1.0f : (a == 0.0f ? 0.0f : a));
 }
@@ -426,7 +428,7 @@ class Emitter:
         ]
         budget = STACK_BUFFER_BYTES // 2
         for p in candidates:
-            size = row * (1 if p.dtype == "bool" else 4)
+            size = row * {"bool": 1, "int64": 8}.get(p.dtype, 4)
             if size > budget:
                 break
             budget -= size
@@ -487,6 +489,8 @@ def _cast(x: str, src: str, dst: str) -> str:
         return x
     if dst == "bool":
         return f"({x} != 0.0f)"
+    if src in ("int32", "int64"):  # round to nearest, as TensorFlow's Cast
+        return f"static_cast<float>({x})"
     return f"({x} ? 1.0f : 0.0f)"
 
 

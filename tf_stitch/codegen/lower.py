@@ -520,4 +520,4 @@ def call_attrs(node: Node) -> tuple[tuple[str, float | str | bool], ...]:
 
 
 def _itemsize(dtype: str) -> int:
-    return 1 if dtype == "bool" else 4
+    return {"bool": 1, "int64": 8}.get(dtype, 4)

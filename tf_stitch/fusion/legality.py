@@ -14,7 +14,7 @@ from tensorflow.python.framework import op_def_registry
 
 from tf_stitch.fusion.decision import Decision, allow, forbid
 from tf_stitch.fusion.layout import OUTER, Layout, fmt
-from tf_stitch.fusion.op_kinds import FUSIBLE_DTYPES, OpKind, op_spec
+from tf_stitch.fusion.op_kinds import CAST_INPUT_DTYPES, FUSIBLE_DTYPES, OpKind, op_spec
 from tf_stitch.fusion.static_args import reduction_axes, slice_window, transpose_perm
 from tf_stitch.fusion.symbolic_dims import SymbolicDims
 from tf_stitch.graph.ir import Graph, Node, TensorRef
@@ -103,11 +103,17 @@ def node_legality(ctx: Context, node: Node) -> Decision:
         data = data[:1]  # the indices are integers (gather_legality checks them)
     for ref in data:
         info = ctx.graph.info(ref)
-        if info.dtype not in FUSIBLE_DTYPES:
+        if info.dtype not in FUSIBLE_DTYPES and not _counted(node, info.dtype):
             return forbid(f"input {ref} has dtype {info.dtype}, not fused yet")
         if info.shape is None:
             return forbid(f"input {ref} has an unknown rank")
     return _op_specific(ctx.graph, node)
+
+
+def _counted(node: Node, dtype: str) -> bool:
+    """An integer read only to become a float (a mean's count of elements, `Cast(Prod(Shape(x)
+    [axes]))`), converted as it is loaded: kernels take integer inputs for this."""
+    return node.op == "Cast" and dtype in CAST_INPUT_DTYPES and node.outputs[0].dtype == "float32"
 
 
 def _op_specific(graph: Graph, node: Node) -> Decision:

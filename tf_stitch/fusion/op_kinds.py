@@ -55,6 +55,7 @@ OP_TABLE: dict[str, OpSpec] = {
     "Mul": _ew(2),
     "RealDiv": _ew(2, _DIVISION),
     "Div": _ew(2, _DIVISION),
+    "DivNoNan": _ew(2, _DIVISION),
     "Maximum": _ew(2),
     "Minimum": _ew(2),
     "Pow": _ew(2, 2 * _TRANSCENDENTAL),
@@ -135,6 +136,8 @@ OP_TABLE: dict[str, OpSpec] = {
 
 # Dtypes a fused kernel reads, computes in and writes (float32 first; bool for masks).
 FUSIBLE_DTYPES = frozenset({"float32", "bool"})
+# Inputs of these dtypes are taken by a Cast to float32 (fusion/legality.py).
+CAST_INPUT_DTYPES = frozenset({"int32", "int64"})
 
 
 def op_spec(op: str) -> OpSpec:

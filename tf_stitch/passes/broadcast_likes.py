@@ -1,4 +1,5 @@
-"""broadcast-likes: `BroadcastTo(x, Shape(t))` becomes `x * OnesLike(t)`.
+"""broadcast-likes: `BroadcastTo(x, Shape(t))` becomes `x * OnesLike(t)`, as does
+`Tile(x, Shape(t))` of an `x` of ones of `t`'s rank.
 
 The gradient of a mean or sum over a batch of unknown size broadcasts the incoming gradient
 back to the input's shape, `BroadcastTo(g, Shape(x))` (a layer norm's backward has two per
@@ -11,6 +12,9 @@ Only where the product has the BroadcastTo's shape: every axis of `x` is 1, of `
 unknown where `t`'s is known and not 1. Both unknown (the batch) is taken too: there the
 product differs only where TensorFlow fails (`x` longer than `t`, which is 1); an axis `t` has
 as 1 and `x` as longer would do that for sure, so it stays.
+
+A Keras loss averaged over the batch has for gradient `Tile(Reshape(g, [1]), Shape(losses))`:
+tiling a value whose every size is 1 by `t`'s sizes is broadcasting it to `t`'s shape.
 """
 
 from __future__ import annotations
@@ -27,7 +31,10 @@ def broadcast_likes(graph: Graph, ctx: PassContext) -> Graph:
     out = graph.copy()
     fed = out.fed()
     for node in list(out):
-        if node.op != "BroadcastTo" or node.control_inputs or node.inputs[1] in fed:
+        tiled = node.op == "Tile" and _ones_of_rank(out, node)
+        if not (node.op == "BroadcastTo" or tiled) or node.control_inputs:
+            continue
+        if node.inputs[1] in fed:
             continue
         shape_of = out.nodes.get(node.inputs[1].node)
         if shape_of is None or shape_of.op != "Shape" or shape_of.control_inputs:
@@ -36,6 +43,14 @@ def broadcast_likes(graph: Graph, ctx: PassContext) -> Graph:
         if _same_broadcast(out, x, t, node.outputs[0]):
             _rewrite(out, node, x, t)
     return out
+
+
+def _ones_of_rank(graph: Graph, tile: Node) -> bool:
+    """Whether a Tile's input has every size 1 and as many axes as its multiples."""
+    shape, multiples = graph.info(tile.inputs[0]).shape, graph.info(tile.inputs[1]).shape
+    if shape is None or multiples is None or len(multiples) != 1:
+        return False
+    return multiples[0] == len(shape) and all(d == 1 for d in shape)
 
 
 def _same_broadcast(graph: Graph, x: TensorRef, t: TensorRef, result: TensorInfo) -> bool:
