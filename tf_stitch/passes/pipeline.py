@@ -16,6 +16,7 @@ from tf_stitch.fusion.loop_dims import loop_seeds
 from tf_stitch.graph.ir import Graph
 from tf_stitch.passes.base import Options, Pass, PassContext
 from tf_stitch.passes.batch_matmuls import batch_matmuls
+from tf_stitch.passes.batched_weight_grads import batched_weight_grads
 from tf_stitch.passes.broadcast_grads import broadcast_grads
 from tf_stitch.passes.broadcast_likes import broadcast_likes
 from tf_stitch.passes.cleanup import cleanup
@@ -69,6 +70,7 @@ PIPELINE: tuple[Pass, ...] = (
     decompose_add_n,  # AddN -> AddV2 chain
     decompose_gradients,  # ReluGrad, SigmoidGrad, TanhGrad, BiasAddGrad, ... -> their math
     broadcast_grads,  # Sum over BroadcastGradientArgs the graph decides -> constant axes
+    batched_weight_grads,  # Sum of a batched x^T dy over its batch -> one MatMul of the rows
     concat_grads,  # a concatenation's gradient: Slices at offsets known now -> constant bounds
     static_reshape,  # Reshape targets computed from Shape -> constants
     slice_views,  # x[:, None] and friends -> Reshape
