@@ -91,3 +91,14 @@ def test_demo_runs_end_to_end_small_and_its_model_converts(tmp_path: Path) -> No
     assert converted.returncode == 0, converted.stderr[-2000:]
     assert "kernels replace" in converted.stdout and "max abs diff" in converted.stdout
     assert (tmp_path / "tf_stitch_demo" / "encoder_stitched" / "saved_model.pb").is_file()
+
+
+def test_min_confidence_reads_a_percentage_or_a_fraction() -> None:
+    from tf_stitch.cli import _fraction
+
+    assert _fraction("3%") == pytest.approx(0.03) and _fraction("0.05") == 0.05
+    import argparse
+
+    for bad in ("3", "-1%", "abc", "100%"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            _fraction(bad)

@@ -28,6 +28,17 @@ def _read_graph_def(path: str) -> bytes:
     return p.read_bytes()
 
 
+def _fraction(value: str) -> float:
+    """A relative half-width: "3%" or "0.03"."""
+    try:
+        number = float(value[:-1]) / 100 if value.endswith("%") else float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a fraction or a percentage: {value!r}") from None
+    if not 0.0 < number < 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 100%: {value!r}")
+    return number
+
+
 def _outputs(value: str | None) -> list[str] | None:
     return [s for s in value.split(",") if s] if value else None
 
@@ -105,6 +116,8 @@ def _profile(args: argparse.Namespace) -> int:
             run_name=args.run_name,
             model_name=name,
             otlp_endpoint=args.otlp_endpoint,
+            min_confidence=args.min_confidence,
+            time_limit=args.time_limit,
         )
     except tf_stitch.ProfileError as e:
         print(f"tf-stitch: {e}", file=sys.stderr)
@@ -202,6 +215,14 @@ def parser() -> argparse.ArgumentParser:
     pr.add_argument("--logdir", help="write the profile here (TensorBoard logdir)")
     pr.add_argument("--run-name", help="the run's name (default: the time)")
     pr.add_argument("--optimize", action="store_true", help="profile the tf_stitch-optimized model")
+    pr.add_argument(
+        "--min-confidence",
+        type=_fraction,
+        help="keep measuring until the latencies' 95%% intervals are this narrow (3%% or 0.03)",
+    )
+    pr.add_argument(
+        "--time-limit", type=float, default=300.0, help="seconds --min-confidence may take"
+    )
     pr.add_argument(
         "--otlp-endpoint",
         help="also send the spans over OTLP/HTTP (default: $OTEL_EXPORTER_OTLP_ENDPOINT)",

@@ -187,6 +187,10 @@ async function drawProfile(run, area, tooltip) {
   const overheads = Object.entries(meta.overheads || {}).map(([level, o]) =>
     `${level}: ${(o.overhead * 100).toFixed(1)}% (run ${o.run})`).join(' · ');
   summary.append(el('p', {}, `Tracing overhead by level: ${overheads || 'none measured'}.`));
+  if (meta.stability && meta.stability.message) {  // the 95% intervals over blocks, the verdict
+    summary.append(el('p', {id: 'stability',
+      class: meta.stability.unstable ? 'unstable' : 'stable'}, meta.stability.message));
+  }
   if (meta.xprof_trace) {
     summary.append(el('a', {href: `../../../#profile&run=${encodeURIComponent(run)}`,
       target: '_top', id: 'xprof-link'}, 'Open this run in XProf\'s trace viewer'));

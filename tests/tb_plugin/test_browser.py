@@ -102,6 +102,9 @@ def test_the_tab_renders_a_profile_and_launch_counts(
             levels = {spans.nth(i).get_attribute("data-level") for i in range(spans.count())}
             assert {"model", "layer", "op", "kernel"} <= levels
             profile = Profile.load(tab_logdir, "opt")
+            # the verdict on the profile's intervals, as print(p) gives it
+            stability = tab.locator("#stability")
+            assert stability.inner_text() == profile.meta["stability"]["message"]
             step0 = profile.spans[profile.spans.step == 0]
             assert spans.count() == len(step0)  # every span of the step is drawn
             tab.locator("#top-op tr").nth(1).wait_for()

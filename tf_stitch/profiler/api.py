@@ -25,7 +25,7 @@ import tensorflow as tf
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
 from tf_stitch.graph.frontends import is_keras_model
-from tf_stitch.profiler import leveled
+from tf_stitch.profiler import leveled, stability
 from tf_stitch.profiler.export_otlp import export_otlp
 from tf_stitch.profiler.export_xplane import add_levels
 from tf_stitch.profiler.fresh_executor import fresh_instantiations
@@ -34,11 +34,11 @@ from tf_stitch.profiler.merge import graft_kernels
 from tf_stitch.profiler.op_table import op_table
 from tf_stitch.profiler.profile import COLUMNS, Profile, check_run_name
 from tf_stitch.profiler.spans import LEVELS, Span
-from tf_stitch.profiler.xplane import find_xplane_files
 from tf_stitch.progress import Progress
 from tf_stitch.runtime.cache import replace_dir
 
 TRACED_LEVELS = ("layer", "op", "library", "kernel")  # what run B measures on this platform
+BLOCKS = 8  # runs A and B alternate in blocks of steps // BLOCKS steps (at least 2)
 _MISSING = {
     "library": "no op handed work to the intra-op thread pool in the traced steps",
     "kernel": "no StitchedKernel ran and no GPU kernel was traced (a tf_stitch-optimized "
@@ -224,6 +224,8 @@ def profile(
     model_name: str | None = None,
     otlp_endpoint: str | None = None,
     progress: TextIO | None = sys.stderr,
+    min_confidence: float | None = None,
+    time_limit: float = 300.0,
 ) -> Profile:
     """Profiles `model_or_fn(*inputs)` level by level; returns the merged `Profile`.
 
@@ -234,12 +236,21 @@ def profile(
     `otlp_endpoint` (default `$OTEL_EXPORTER_OTLP_ENDPOINT`) also sends the span trees over
     OTLP/HTTP; an unreachable endpoint only warns. A model that fails raises `ProfileError`
     naming the run and level it failed in.
+
+    Runs A and B alternate in blocks; `meta["stability"]` says whether the numbers are known
+    to within 5% (95% bootstrap intervals over the blocks) and the machine was quiet. With
+    `min_confidence` (a relative half-width, 0.03 for ±3%), blocks are added after `steps`
+    until the model latency's and the traced step's intervals are that narrow, for at most
+    `time_limit` seconds from the start.
     """
     unknown = [lv for lv in levels if lv not in LEVELS]
     if unknown:
         raise ValueError(f"unknown level(s) {unknown}; levels are {LEVELS}")
     if steps < 2 or warmup < 0:
         raise ValueError("need steps >= 2 and warmup >= 0")
+    if min_confidence is not None and not 0.0 < min_confidence < 1.0:
+        raise ValueError(f"min_confidence is a relative half-width in (0, 1), not {min_confidence}")
+    deadline = time.monotonic() + time_limit
     default_run = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     run = check_run_name(default_run if run_name is None else run_name)
     if logdir is not None:
@@ -251,13 +262,8 @@ def profile(
     bar = Progress(4 if traced else 1, progress or io.StringIO(), "profile")
 
     autotuning = _pin_autotuning()
-    bar.update(0, "run A: model level")
-    # Run A's steps: half before run B and half after, so that drift hits both runs alike.
-    first_half = (steps + 1) // 2 if traced else steps
-    try:
-        model_ns = leveled.run_model_level(call, first_half, warmup)
-    except Exception as e:
-        raise ProfileError(f"the model failed in run A (model level): {_brief(e)}") from e
+    before = stability.cpu_sample()
+    block = max(2, steps // BLOCKS)
     meta: dict[str, Any] = {
         "model": model_name or getattr(model_or_fn, "name", None) or "function",
         "batch": int(args[0].shape[0]) if args and args[0].shape.rank else None,
@@ -269,43 +275,81 @@ def profile(
         "steps": steps,
         "warmup": warmup,
         "trim": leveled.TRIM,
-        "model_latency_ns": leveled.trimmed_mean(model_ns),
+        "block_steps": block,
         "overheads": {},
         "missing_levels": {},
         "run": run,
     }
     steps_spans: list[list[Span]] = []
     traces: dict[str, bytes] = {}
+    epoch_ns: list[int] = []
+    first_steps = 0
     step_start_ps: list[int] = []
-    origin_ns = 0
     cost = 0.0
-    if traced:
+    traced_blocks: list[float] = []
+    traced_block: list[int] = []
+    if not traced:
+        bar.update(0, "run A: model level")
+        try:
+            model_ns = leveled.run_model_level(call, steps, warmup)
+        except Exception as e:
+            raise ProfileError(f"the model failed in run A (model level): {_brief(e)}") from e
+        model_block = [i // block for i in range(steps)]
+    else:
+        bar.update(0, "run A: model level (warm-up)")
+        try:  # run A's warm-up, untraced: a model that fails, fails here
+            for _ in range(warmup):
+                leveled._sync(call())
+        except Exception as e:
+            raise ProfileError(f"the model failed in run A (model level): {_brief(e)}") from e
         bar.update(1, "calibrating the cost of a trace event")
         cost = leveled.calibrate_event_cost()
-        bar.update(2, "run B: layer, op, library and kernel levels")
-        # Runs B and C in an instantiation run A never ran untraced, so every op is traced.
-        with fresh_instantiations():
-            with tempfile.TemporaryDirectory(prefix="tf_stitch_profile_") as tmp:
-                try:
-                    b = leveled.run_traced(call, steps, warmup=1, logdir=tmp, layer_names=names)
-                except Exception as e:
-                    raise ProfileError(f"the model failed in run B (op level): {_brief(e)}") from e
-                traces = {f.name: f.read_bytes() for f in find_xplane_files(tmp)}
-            steps_spans, step_start_ps, origin_ns = b.steps, b.step_start_ps, b.trace_origin_ns
-            run_c_ns = None
-            if "kernel" in traced and _ran_stitched_kernels(b.steps):
-                bar.update(3, "run C: kernel level")
-                run_c_ns = _run_kernel_level(call, steps, names, b.steps)
-        model_ns += leveled.run_model_level(call, steps - first_half, warmup=0)
-        meta["model_latency_ns"] = leveled.trimmed_mean(model_ns)
-        traced_ns = leveled.trimmed_mean(b.step_ns)
+        bar.update(2, f"runs A and B interleaved, blocks of {block} steps")
+        try:
+            b = leveled.run_blocks(
+                call, steps, block, 0, names, _narrow_enough(min_confidence), deadline
+            )
+        except Exception as e:
+            raise ProfileError(f"the model failed in run B (op level): {_brief(e)}") from e
+        model_ns, model_block = b.model_ns, b.model_block
+        steps = meta["steps"] = len(model_ns)  # more, where min_confidence asked for them
+        steps_spans, traces, epoch_ns = b.traced.steps, b.traces, b.step_epoch_ns
+        step_start_ps, first_steps = b.traced.step_start_ps, b.first_block_steps
+        traced_block = b.traced_block
+        traced_blocks = leveled.block_means(b.traced.step_ns, traced_block)
+        run_c_ns = None
+        if "kernel" in traced and _ran_stitched_kernels(b.traced.steps):
+            bar.update(3, "run C: kernel level")
+            with fresh_instantiations():
+                run_c_ns = _run_kernel_level(call, steps, names, b.traced.steps)
+    model_blocks = leveled.block_means(model_ns, model_block)
+    model = stability.estimate(model_blocks)
+    meta["model_latency_ns"] = leveled.trimmed_mean(model_ns)
+    meta["model_latency_ci_ns"] = [model.low, model.high]
+    meta["blocks"] = len(model_blocks)
+    meta["model_blocks_ns"] = model_blocks
+    meta["traced_blocks_ns"] = traced_blocks
+    traced_estimate = []
+    if traced:
+        # per pair of blocks (A then B): drift cancels in the ratio
+        ratios = [t / a - 1.0 for t, a in zip(traced_blocks, model_blocks, strict=False)]
+        overhead = stability.estimate(ratios)
+        traced_estimate = [stability.estimate(traced_blocks)]
         for lv in traced:
             in_c = lv == "kernel" and run_c_ns is not None
-            latency = run_c_ns if in_c and run_c_ns is not None else traced_ns
+            if in_c and run_c_ns is not None:
+                meta["overheads"][lv] = {
+                    "run": "C",
+                    "latency_ns": run_c_ns,
+                    "overhead": run_c_ns / meta["model_latency_ns"] - 1.0,
+                }
+                continue
             meta["overheads"][lv] = {
-                "run": "C" if in_c else "B",
-                "latency_ns": latency,
-                "overhead": latency / meta["model_latency_ns"] - 1.0,
+                "run": "B",
+                "latency_ns": traced_estimate[0].value,
+                "latency_ci_ns": [traced_estimate[0].low, traced_estimate[0].high],
+                "overhead": overhead.value,
+                "overhead_ci": [overhead.low, overhead.high],
             }
     meta["event_cost_ns"] = cost
     if not steps_spans:  # model level only: one root span per step
@@ -328,18 +372,47 @@ def profile(
     meta["layer_coverage"] = _mean([_covered(s) for s in steps_spans])
     model_layers = layer[layer.type != "framework"].groupby("step")
     meta["model_layers_vs_model"] = _mean(model_layers.corrected_ns.sum().tolist()) / lat
-    # Steps' starts in ns since the epoch (for OTLP): the trace's, or run A's end for run A.
-    epoch = [origin_ns + t // 1000 for t in step_start_ps] if origin_ns else []
-    meta["step_start_ns"] = epoch or [time.time_ns()] * len(steps_spans)
+    if traced and not layer.empty:  # each B block's layer sum against its A block's latency
+        sums = per_step.corrected_ns.sum().reindex(range(steps), fill_value=0.0).tolist()
+        by_block = leveled.block_means(sums, traced_block)
+        shares = [s / a for s, a in zip(by_block, model_blocks, strict=False)]
+        layer_sum = stability.estimate(shares)
+        meta["layer_sum_vs_model_ci"] = [layer_sum.low, layer_sum.high]
+    verdict = stability.judge(
+        model,
+        model_blocks,
+        traced_estimate,
+        stability.Contention.between(before, stability.cpu_sample()),
+    )
+    meta["stability"] = verdict.as_meta()
+    meta["stability"]["message"] = verdict.message()
+    # Steps' starts in ns since the epoch (for OTLP): the trace's, or now for run A alone.
+    meta["step_start_ns"] = epoch_ns or [time.time_ns()] * len(steps_spans)
     if logdir is not None:
         result.save(logdir, run)
-        if traces:
-            _write_trace(traces, spans, step_start_ps, Path(logdir), run)
+        if traces:  # the first block's session, with its steps' spans
+            first = spans[spans.step < first_steps]
+            _write_trace(traces, first, step_start_ps[:first_steps], Path(logdir), run)
     sent = export_otlp(spans, meta, meta["step_start_ns"], otlp_endpoint)
     if sent:
         meta["otlp_spans_sent"] = sent
     bar.update(bar.total, "done")
     return result
+
+
+def _narrow_enough(target: float | None) -> Callable[[leveled.Blocks], bool] | None:
+    """Whether the blocks so far know the model latency and the traced step to `target`."""
+    if target is None:
+        return None
+
+    def enough(blocks: leveled.Blocks) -> bool:
+        a = leveled.block_means(blocks.model_ns, blocks.model_block)
+        b = leveled.block_means(blocks.traced.step_ns, blocks.traced_block)
+        if len(a) < 3:
+            return False
+        return max(stability.estimate(a).half_width, stability.estimate(b).half_width) <= target
+
+    return enough
 
 
 def _mean(values: list[float]) -> float:

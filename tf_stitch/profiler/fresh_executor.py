@@ -32,15 +32,16 @@ SCOPE_PREFIX = "tf_stitch_fresh_executor"
 
 
 @contextlib.contextmanager
-def fresh_instantiations() -> Iterator[str]:
+def fresh_instantiations(name: str | None = None) -> Iterator[str]:
     """A scope in which the functions this thread calls are instantiated anew (their executors
-    fresh). Yields the scope's name, which is the config's `session_metadata.name`. The
-    caller's function-call options are restored on exit."""
+    fresh). Yields the scope's name, which is the config's `session_metadata.name`; entering
+    with that `name` again calls the same instantiations (interleaved blocks of traced runs).
+    The caller's function-call options are restored on exit."""
     ctx = context.context()
     saved = ctx.function_call_options
     config = config_pb2.ConfigProto()
     config.ParseFromString(saved.config_proto_serialized)
-    name = f"{SCOPE_PREFIX}_{os.getpid()}_{next(_SCOPES)}"
+    name = name or f"{SCOPE_PREFIX}_{os.getpid()}_{next(_SCOPES)}"
     config.experimental.session_metadata.name = name
     ctx.function_call_options = context.FunctionCallOptions(
         executor_type=saved.executor_type, config_proto=config

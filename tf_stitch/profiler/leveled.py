@@ -134,6 +134,84 @@ def run_traced(
     )
 
 
+@dataclass
+class Blocks:
+    """Runs A and B interleaved in blocks (`run_blocks`): every step's time with its block."""
+
+    model_ns: list[float]  # run A's steps, in order
+    model_block: list[int]
+    traced: TracedRun  # run B's steps, every block's, in order
+    traced_block: list[int]
+    step_epoch_ns: list[int]  # each traced step's start, ns since the epoch (empty: unknown)
+    traces: dict[str, bytes]  # the first block's xplane files (XProf opens them)
+    first_block_steps: int
+
+
+def run_blocks(
+    call: Callable[[], Any],
+    steps: int,
+    block: int,
+    warmup: int,
+    layer_names: Callable[[str], str] | None = None,
+    enough: Callable[[Blocks], bool] | None = None,
+    deadline: float | None = None,
+) -> Blocks:
+    """Run A and run B in alternating blocks of `block` steps (A B A B ...), `steps` of each in
+    all, so that the machine's drift hits both alike; then more pairs of blocks until
+    `enough(blocks)` or `time.monotonic()` passes `deadline`, where given. Run B's blocks call
+    one fresh instantiation (`fresh_instantiations`), always traced, so every op leaves its
+    event; each block is one profiler session, whose start and stop are outside its steps."""
+    from tf_stitch.profiler.fresh_executor import fresh_instantiations
+    from tf_stitch.profiler.xplane import find_xplane_files
+
+    for _ in range(warmup):
+        _sync(call())
+    scope: str | None = None
+    out = Blocks([], [], TracedRun([], [], [], []), [], [], {}, 0)
+    done, k = 0, 0
+
+    def more() -> bool:
+        if done < steps:
+            return True
+        if enough is None or enough(out):
+            return False
+        return deadline is None or time.monotonic() < deadline
+
+    while more():
+        size = min(block, steps - done) if done < steps else block
+        out.model_ns += run_model_level(call, size, warmup=0)
+        out.model_block += [k] * size
+        with (
+            fresh_instantiations(scope) as scope,
+            tempfile.TemporaryDirectory(prefix="tf_stitch_profile_") as tmp,
+        ):
+            b = run_traced(call, size, 1 if k == 0 else 0, tmp, layer_names)
+            if k == 0:
+                out.traces = {f.name: f.read_bytes() for f in find_xplane_files(tmp)}
+                out.first_block_steps = size
+        t = out.traced
+        t.step_ns += b.step_ns
+        t.steps += b.steps
+        t.events_per_step += b.events_per_step
+        t.step_start_ps += b.step_start_ps  # each block's own clock
+        if b.trace_origin_ns:
+            out.step_epoch_ns += [b.trace_origin_ns + s // 1000 for s in b.step_start_ps]
+        out.traced_block += [k] * size
+        done, k = done + size, k + 1
+    if len(out.step_epoch_ns) != done:
+        out.step_epoch_ns = []
+    return out
+
+
+def block_means(values: Sequence[float], blocks: Sequence[int]) -> list[float]:
+    """Each block's typical value, in block order: the median of its values (a step the
+    machine delayed moves its block's mean, not its median)."""
+    by: dict[int, list[float]] = {}
+    for v, b in zip(values, blocks, strict=True):
+        by.setdefault(b, []).append(v)
+    return [statistics.median(by[b]) for b in sorted(by)]
+
+
 @functools.cache
 def calibrate_event_cost(events: int = CALIBRATION_EVENTS, repeats: int = 5) -> float:
     """Nanoseconds recording one host trace event adds, measured on this machine: `repeats`

@@ -126,19 +126,31 @@ class Profile:
     def summary(self, top: int = 10) -> str:
         """Model latency, per-level overheads and coverage, and the slowest layers."""
         m = self.meta
+        ci = m.get("model_latency_ci_ns")
+        within = f", 95% CI {ci[0] / 1e6:.3f}-{ci[1] / 1e6:.3f} ms" if ci else ""
+        blocks = f" in {m['blocks']} blocks" if "blocks" in m else ""
+        layer_ci = m.get("layer_sum_vs_model_ci")
+        layer_within = f" (95% CI {layer_ci[0]:.1%}-{layer_ci[1]:.1%})" if layer_ci else ""
         lines = [
             f"{m.get('model', 'model')}: {self.model_latency_ns / 1e6:.3f} ms per step "
-            f"(run A, trimmed mean of {m['steps']} steps; {m.get('device', '')})",
-            f"layer times sum to {m['layer_sum_vs_model']:.1%} of it corrected "
+            f"(run A, trimmed mean of {m['steps']} steps{blocks}{within}; "
+            f"{m.get('device', '')})",
+        ]
+        if "stability" in m:
+            lines.append(str(m["stability"].get("message", "")))
+        lines += [
+            f"layer times sum to {m['layer_sum_vs_model']:.1%} of it corrected{layer_within} "
             f"({m['layer_sum_vs_model_raw']:.1%} raw); layer spans cover "
             f"{m['layer_coverage']:.1%} of the traced step; one trace event costs "
             f"{m['event_cost_ns']:.0f} ns; the model's own layers (without TensorFlow's call and "
             f"return) {m['model_layers_vs_model']:.1%}",
         ]
         for level, info in m["overheads"].items():
+            o_ci = info.get("overhead_ci")
+            o_within = f", 95% CI {o_ci[0]:+.1%} to {o_ci[1]:+.1%}" if o_ci else ""
             lines.append(
                 f"  {level} tracing: step {info['latency_ns'] / 1e6:.3f} ms, "
-                f"overhead {info['overhead']:+.1%} (run {info['run']})"
+                f"overhead {info['overhead']:+.1%}{o_within} (run {info['run']})"
             )
         for level, reason in m.get("missing_levels", {}).items():
             lines.append(f"  no {level} level: {reason}")
