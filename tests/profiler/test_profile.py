@@ -176,8 +176,8 @@ def test_stitched_kernels_are_the_kernel_level(tmp_path: Path) -> None:
 def test_min_confidence_adds_blocks_until_the_intervals_are_narrow_or_time_is_up() -> None:
     fn = tf.function(lambda t: tf.tanh(tf.matmul(t, t)) + 1.0)
     x = tf.random.normal([64, 64], seed=3)
-    loose = tf_stitch.profile(fn, x, steps=8, warmup=2, progress=None, min_confidence=0.9)
-    assert loose.meta["steps"] == 8 and loose.meta["blocks"] == 4  # blocks of 2: enough
+    plain = tf_stitch.profile(fn, x, steps=8, warmup=2, progress=None)
+    assert plain.meta["steps"] == 8 and plain.meta["blocks"] == 4  # blocks of 2
     # ±0.01% cannot be had here: blocks are added until the time limit, then it stops
     strict = tf_stitch.profile(
         fn, x, steps=8, warmup=2, progress=None, min_confidence=1e-4, time_limit=3.0
@@ -187,3 +187,19 @@ def test_min_confidence_adds_blocks_until_the_intervals_are_narrow_or_time_is_up
     assert strict.spans.step.nunique() == strict.meta["steps"]
     with pytest.raises(ValueError, match="min_confidence"):
         tf_stitch.profile(fn, x, progress=None, min_confidence=3.0)
+
+
+def test_enough_blocks_is_judged_on_both_intervals() -> None:
+    from tf_stitch.profiler.api import _narrow_enough
+    from tf_stitch.profiler.leveled import Blocks, TracedRun
+
+    def blocks(a: list[float], b: list[float]) -> Blocks:
+        ids = [i // 2 for i in range(len(a))]
+        return Blocks(a, ids, TracedRun(b, [], [], []), ids, [], {}, 2)
+
+    enough = _narrow_enough(0.03)
+    assert enough is not None and _narrow_enough(None) is None
+    steady = [1.0, 1.01, 0.99, 1.0, 1.005, 0.995]
+    assert enough(blocks(steady, [x * 1.1 for x in steady]))
+    assert not enough(blocks(steady[:4], steady[:4]))  # two blocks: too few to say
+    assert not enough(blocks(steady, [1.0, 1.0, 1.5, 1.5, 1.0, 1.0]))  # the traced step is not

@@ -41,7 +41,7 @@ from tf_stitch.fusion.symbolic_dims import (
     SymbolicDims,
     seed_classes,
 )
-from tf_stitch.graph.functions import function_graph
+from tf_stitch.graph.functions import function_graph, original_bodies
 from tf_stitch.graph.ir import AttrList, FuncRef, Graph, Node, TensorRef
 from tf_stitch.graph.list_shapes import list_element_shapes
 from tf_stitch.graph.loop_constants import WHILE_OPS
@@ -82,17 +82,7 @@ def loop_seeds(graph: Graph) -> dict[str, tuple[str, Seeds]]:
     ]
     if not loops:
         return {}
-    bodies: dict[str, Graph | None] = {}
-
-    def body_graph(loop: Node) -> Graph | None:
-        if loop.name not in bodies:
-            try:
-                shapes = [o.shape for o in loop.outputs]
-                bodies[loop.name] = function_graph(graph.library, loop.attrs["body"].name, shapes)
-            except (ValueError, TypeError, KeyError, tf.errors.OpError):
-                bodies[loop.name] = None
-        return bodies[loop.name]
-
+    body_graph = original_bodies(graph)
     joins: list[tuple[Dim, Dim]] = []
     lists: dict[TensorRef, Elements] = {}
     found: dict[str, tuple[str, Seeds]] = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import tensorflow as tf
@@ -13,7 +13,7 @@ from tensorflow.core.framework import function_pb2
 from tensorflow.python.framework import function_def_to_graph, graph_to_function_def
 
 from tf_stitch.graph.io import graph_from_graph_def, graph_to_graph_def
-from tf_stitch.graph.ir import FuncRef, Graph, Shape
+from tf_stitch.graph.ir import FuncRef, Graph, Node, Shape
 from tf_stitch.graph.list_shapes import ListElements, annotate_list_arguments
 
 
@@ -92,3 +92,23 @@ def _library(data: bytes) -> function_pb2.FunctionDefLibrary:
     lib = function_pb2.FunctionDefLibrary()
     lib.ParseFromString(data)
     return lib
+
+
+def original_bodies(
+    graph: Graph, bodies: dict[str, Graph | None] | None = None
+) -> Callable[[Node], Graph | None]:
+    """`body(loop)`: the IR of a While node's body as `graph`'s library has it (None where it
+    cannot be converted), each converted once, into `bodies` (by loop name), where a caller
+    may put a better one first."""
+    bodies = {} if bodies is None else bodies
+
+    def body(loop: Node) -> Graph | None:
+        if loop.name not in bodies:
+            try:
+                shapes = [o.shape for o in loop.outputs]
+                bodies[loop.name] = function_graph(graph.library, loop.attrs["body"].name, shapes)
+            except (ValueError, TypeError, KeyError, tf.errors.OpError):
+                bodies[loop.name] = None
+        return bodies[loop.name]
+
+    return body

@@ -22,8 +22,8 @@ import tensorflow as tf
 
 from tf_stitch.fusion.cost_model import LOOP_TILE_OPERANDS_BYTES
 from tf_stitch.fusion.loop_dims import Seeds, mark_body
-from tf_stitch.graph.functions import function_graph, function_uses, with_function
-from tf_stitch.graph.ir import FuncRef, Graph, Node
+from tf_stitch.graph.functions import function_graph, function_uses, original_bodies, with_function
+from tf_stitch.graph.ir import FuncRef, Graph
 from tf_stitch.graph.list_shapes import list_element_shapes
 from tf_stitch.passes.base import Options, PassContext
 
@@ -42,17 +42,8 @@ def optimize_loop_bodies(
         return graph
     uses = function_uses(graph)
     out = graph.copy()
-    bodies: dict[str, Graph | None] = {}
-
-    def original_body(loop: Node) -> Graph | None:
-        """A loop's body as it was (what it pushes into the lists it returns)."""
-        if loop.name not in bodies:
-            try:
-                shapes = [o.shape for o in loop.outputs]
-                bodies[loop.name] = function_graph(graph.library, loop.attrs["body"].name, shapes)
-            except (ValueError, TypeError, KeyError, tf.errors.OpError):
-                bodies[loop.name] = None
-        return bodies[loop.name]
+    bodies: dict[str, Graph | None] = {}  # as they were: what they push into their lists
+    original_body = original_bodies(graph, bodies)
 
     for loop in loops:
         body = loop.attrs["body"].name

@@ -324,7 +324,7 @@ def profile(
                 run_c_ns = _run_kernel_level(call, steps, names, b.traced.steps)
     model_blocks = leveled.block_means(model_ns, model_block)
     model = stability.estimate(model_blocks)
-    meta["model_latency_ns"] = leveled.trimmed_mean(model_ns)
+    meta["model_latency_ns"] = model.value  # the median of the blocks' medians
     meta["model_latency_ci_ns"] = [model.low, model.high]
     meta["blocks"] = len(model_blocks)
     meta["model_blocks_ns"] = model_blocks

@@ -128,12 +128,12 @@ class Profile:
         m = self.meta
         ci = m.get("model_latency_ci_ns")
         within = f", 95% CI {ci[0] / 1e6:.3f}-{ci[1] / 1e6:.3f} ms" if ci else ""
-        blocks = f" in {m['blocks']} blocks" if "blocks" in m else ""
+        how = f"median of {m['blocks']} blocks' medians" if "blocks" in m else "trimmed mean"
         layer_ci = m.get("layer_sum_vs_model_ci")
         layer_within = f" (95% CI {layer_ci[0]:.1%}-{layer_ci[1]:.1%})" if layer_ci else ""
         lines = [
             f"{m.get('model', 'model')}: {self.model_latency_ns / 1e6:.3f} ms per step "
-            f"(run A, trimmed mean of {m['steps']} steps{blocks}{within}; "
+            f"(run A, {m['steps']} steps, {how}{within}; "
             f"{m.get('device', '')})",
         ]
         if "stability" in m:
