@@ -110,3 +110,19 @@ def test_a_state_a_trip_may_broadcast_keeps_tensorflows_run_time_axes(
 
 def test_a_graph_without_loops_has_no_marks() -> None:
     assert loop_seeds(_graph(lambda x: [tf.tanh(x)], M)) == {}
+
+
+def test_only_lists_that_start_empty_are_described_by_what_the_loop_pushes() -> None:
+    """A list that held values before the loop returns them too: nothing is said of it."""
+    from tf_stitch.fusion.loop_dims import _starts_empty
+
+    def lists(x: tf.Tensor) -> list[tf.Tensor]:
+        empty = tf.raw_ops.EmptyTensorList(
+            element_shape=tf.constant([-1, 8]), max_num_elements=-1, element_dtype=tf.float32
+        )
+        full = tf.raw_ops.TensorListFromTensor(tensor=x, element_shape=tf.constant([-1, 8]))
+        return [tf.identity(empty), full]
+
+    g = _graph(lists, S([4, None, 8]))
+    empty, full = g.outputs  # (through Identity nodes)
+    assert _starts_empty(g, empty) and not _starts_empty(g, full)

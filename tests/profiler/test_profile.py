@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -84,6 +85,8 @@ def test_levels_tree_coverage_and_overheads(which: str, logdir: str) -> None:
     stable = not p.meta["stability"]["unstable"]
     assert not stable or low - 0.05 <= 1.0 <= high + 0.05, p.meta["stability"]
     assert p.meta["stability"]["message"] in str(p)
+    # CPU time next to wall time: at most every CPU busy all the step
+    assert p.meta["model_cpu_ns"] > 0 and 0 < p.meta["cpu_per_wall"] <= (os.cpu_count() or 1) + 0.5
     assert 0.0 < p.meta["event_cost_ns"] < 50_000
     for level in ("layer", "op", "library"):
         info = p.meta["overheads"][level]
@@ -195,7 +198,7 @@ def test_enough_blocks_is_judged_on_both_intervals() -> None:
 
     def blocks(a: list[float], b: list[float]) -> Blocks:
         ids = [i // 2 for i in range(len(a))]
-        return Blocks(a, ids, TracedRun(b, [], [], []), ids, [], {}, 2)
+        return Blocks(a, ids, a, TracedRun(b, [], [], []), ids, [], {}, 2)
 
     enough = _narrow_enough(0.03)
     assert enough is not None and _narrow_enough(None) is None

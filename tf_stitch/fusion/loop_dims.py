@@ -108,7 +108,7 @@ def loop_seeds(graph: Graph) -> dict[str, tuple[str, Seeds]]:
             ref = loop.inputs[i]
             joins.extend(((loop.name, i, a), (ref.node, ref.index, a)) for a in _marked(classes))
         for i, out in enumerate(loop.outputs):
-            if out.dtype == "variant":
+            if out.dtype == "variant" and _starts_empty(graph, loop.inputs[i]):
                 held = _pushed(body, body_dims, i, by_token)
                 if held is not None:
                     lists[loop.output(i)] = held
@@ -183,6 +183,18 @@ def _list_source(
             return Elements(tuple(dims.symbol(rows, a) for a in range(1, rank)), None)
         return None
     return None
+
+
+def _starts_empty(graph: Graph, ref: TensorRef) -> bool:
+    """Whether the list a loop takes holds nothing yet (or only slots the body sets): then
+    what it returns holds only what the body put in."""
+    for _ in range(16):
+        node = graph.node(ref.node)
+        if node.op == "Identity" and node.inputs:
+            ref = node.inputs[0]
+            continue
+        return node.op in ("EmptyTensorList", "TensorListReserve")
+    return False
 
 
 def _induction(body: Graph, seeds: Seeds) -> SymbolicDims:

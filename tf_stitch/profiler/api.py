@@ -12,6 +12,7 @@ import datetime
 import io
 import os
 import platform
+import statistics
 import sys
 import tempfile
 import time
@@ -312,6 +313,10 @@ def profile(
         except Exception as e:
             raise ProfileError(f"the model failed in run B (op level): {_brief(e)}") from e
         model_ns, model_block = b.model_ns, b.model_block
+        meta["model_cpu_ns"] = statistics.median(b.model_cpu_ns)
+        meta["cpu_per_wall"] = statistics.median(
+            c / w for c, w in zip(b.model_cpu_ns, b.model_ns, strict=True) if w > 0
+        )
         steps = meta["steps"] = len(model_ns)  # more, where min_confidence asked for them
         steps_spans, traces, epoch_ns = b.traced.steps, b.traces, b.step_epoch_ns
         step_start_ps, first_steps = b.traced.step_start_ps, b.first_block_steps

@@ -48,16 +48,22 @@ def trimmed_mean(values: Sequence[float], trim: float = TRIM) -> float:
     return sum(kept) / len(kept)
 
 
-def run_model_level(call: Callable[[], Any], steps: int, warmup: int) -> list[float]:
-    """Run A: wall time (ns) of each of `steps` synchronized calls, nothing traced."""
+def run_model_level(
+    call: Callable[[], Any], steps: int, warmup: int, cpu: list[float] | None = None
+) -> list[float]:
+    """Run A: wall time (ns) of each of `steps` synchronized calls, nothing traced; the CPU
+    time the process spent in each (all its threads: TensorFlow's pools too) is appended to
+    `cpu` where given."""
     for _ in range(warmup):
         _sync(call())
     times = []
     with collector_paused(collect_first=True):
         for _ in range(steps):
-            start = time.perf_counter_ns()
+            start, used = time.perf_counter_ns(), time.process_time_ns()
             _sync(call())
             times.append(float(time.perf_counter_ns() - start))
+            if cpu is not None:
+                cpu.append(float(time.process_time_ns() - used))
     return times
 
 
@@ -140,6 +146,7 @@ class Blocks:
 
     model_ns: list[float]  # run A's steps, in order
     model_block: list[int]
+    model_cpu_ns: list[float]  # the process's CPU time in each of them, every thread's
     traced: TracedRun  # run B's steps, every block's, in order
     traced_block: list[int]
     step_epoch_ns: list[int]  # each traced step's start, ns since the epoch (empty: unknown)
@@ -167,7 +174,7 @@ def run_blocks(
     for _ in range(warmup):
         _sync(call())
     scope: str | None = None
-    out = Blocks([], [], TracedRun([], [], [], []), [], [], {}, 0)
+    out = Blocks([], [], [], TracedRun([], [], [], []), [], [], {}, 0)
     done, k = 0, 0
 
     def more() -> bool:
@@ -182,7 +189,7 @@ def run_blocks(
         # Each block starts with one call it does not time (traced, in run B, outside the step
         # markers): the first call after the other run's block is slower (measured: the
         # profile's latency 10-15% above an untraced timing of the same model without it).
-        out.model_ns += run_model_level(call, size, warmup=1)
+        out.model_ns += run_model_level(call, size, 1, out.model_cpu_ns)
         out.model_block += [k] * size
         with (
             fresh_instantiations(scope) as scope,

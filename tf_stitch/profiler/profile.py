@@ -138,6 +138,11 @@ class Profile:
         ]
         if "stability" in m:
             lines.append(str(m["stability"].get("message", "")))
+        if "model_cpu_ns" in m:  # wall time inflated by a busy machine shows against it
+            lines.append(
+                f"CPU time per step {m['model_cpu_ns'] / 1e6:.3f} ms over all threads "
+                f"({m['cpu_per_wall']:.2f} CPUs busy on average in run A)"
+            )
         lines += [
             f"layer times sum to {m['layer_sum_vs_model']:.1%} of it corrected{layer_within} "
             f"({m['layer_sum_vs_model_raw']:.1%} raw); layer spans cover "
