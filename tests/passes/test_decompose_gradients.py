@@ -93,3 +93,22 @@ def test_a_training_step_s_gradients_are_stitched() -> None:
     stitched(x)
     left = ops(stitched.get_optimized(x).graph)
     assert left["SigmoidGrad"] == 0 and left["BiasAddGrad"] == 0
+
+
+def test_gradients_whose_shapes_match_only_after_constant_reshapes_are_decomposed() -> None:
+    """dy reshaped by a target computed from shapes (as tensordot's gradient does: DIEN's
+    attention) has sizes TensorFlow does not know until static-reshape makes the target a
+    constant, so the pipeline decomposes gradients again after it."""
+    import tf_stitch
+
+    def fn(x: tf.Tensor) -> tf.Tensor:
+        t = x * 3.0
+        target = tf.concat([tf.gather(tf.shape(t), [0]), tf.gather(tf.shape(t), [1])], 0)
+        dy = tf.reshape(t, target)  # [None, None] to TensorFlow
+        return tf.raw_ops.SigmoidGrad(y=tf.sigmoid(x), dy=dy) * 2.0
+
+    f = tf.function(fn, input_signature=[tf.TensorSpec([None, 8])])
+    optimized = tf_stitch.optimize(f)
+    assert "SigmoidGrad" not in {n.op for n in optimized.graph_def.node}
+    x = tf.random.normal([3, 8], seed=4)
+    assert_close(f(x), optimized(x))

@@ -94,6 +94,7 @@ PIPELINE: tuple[Pass, ...] = (
     eliminate_common_subexpressions,  # again: rewrites made some ops alike
     prune,  # drop what no output needs
     refresh_shapes,  # shape inference again, now that reshape targets are constants
+    decompose_gradients,  # again: gradients whose rank only constant reshapes made known
     view_copies,  # a slice read by several stitchable ops -> one copy per reader
     stitch,  # plan the fusion groups (critical path first)
     outline,  # each group -> one StitchedKernel node
