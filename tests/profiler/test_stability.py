@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tf_stitch.profiler import stability
-from tf_stitch.profiler.leveled import block_means
+from tf_stitch.profiler.leveled import block_medians
 from tf_stitch.profiler.stability import Contention, CpuSample, estimate, judge
 
 # Block medians (ms) of run A and run B, 8 blocks of 10 steps, of a small Keras CNN (1.1 ms a
@@ -67,4 +67,4 @@ def test_contention_is_what_others_and_the_hypervisor_took() -> None:
 
 
 def test_blocks_are_summarized_by_their_medians() -> None:
-    assert block_means([1.0, 9.0, 2.0, 3.0, 3.0, 4.0], [0, 0, 0, 1, 1, 1]) == [2.0, 3.0]
+    assert block_medians([1.0, 9.0, 2.0, 3.0, 3.0, 4.0], [0, 0, 0, 1, 1, 1]) == [2.0, 3.0]

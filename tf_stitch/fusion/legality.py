@@ -103,14 +103,14 @@ def node_legality(ctx: Context, node: Node) -> Decision:
         data = data[:1]  # the indices are integers (gather_legality checks them)
     for ref in data:
         info = ctx.graph.info(ref)
-        if info.dtype not in FUSIBLE_DTYPES and not _counted(node, info.dtype):
+        if info.dtype not in FUSIBLE_DTYPES and not _cast_from_integer(node, info.dtype):
             return forbid(f"input {ref} has dtype {info.dtype}, not fused yet")
         if info.shape is None:
             return forbid(f"input {ref} has an unknown rank")
     return _op_specific(ctx.graph, node)
 
 
-def _counted(node: Node, dtype: str) -> bool:
+def _cast_from_integer(node: Node, dtype: str) -> bool:
     """An integer read only to become a float (a mean's count of elements, `Cast(Prod(Shape(x)
     [axes]))`), converted as it is loaded: kernels take integer inputs for this."""
     return node.op == "Cast" and dtype in CAST_INPUT_DTYPES and node.outputs[0].dtype == "float32"

@@ -87,10 +87,10 @@ def loop_seeds(graph: Graph) -> dict[str, tuple[str, Seeds]]:
     lists: dict[TensorRef, Elements] = {}
     found: dict[str, tuple[str, Seeds]] = {}
     consumers = graph.consumers()
-    dims = SymbolicDims(graph, proven=True)
+    dims, known = SymbolicDims(graph, proven=True), 0
     for loop in loops:
-        if len(joins) > dims.extra:  # what the loops before proved
-            dims = SymbolicDims(graph, proven=True, extra=joins)
+        if len(joins) > known:  # what the loops before proved
+            dims, known = SymbolicDims(graph, proven=True, extra=joins), len(joins)
         try:
             shapes = [o.shape for o in loop.outputs]
             element_shapes = list_element_shapes(graph, loop, body_graph)

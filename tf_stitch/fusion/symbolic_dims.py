@@ -96,10 +96,8 @@ class SymbolicDims:
         self.graph = graph
         self._parent: dict[Dim, Dim] = {}
         broadcasts: list[Broadcast] = []
-        self.extra = 0  # how many joins were given
         for a, b in extra:
             self._join(a, b)
-            self.extra += 1
         for node in graph:
             for a, b in _seeded(graph, node):
                 self._join(a, b)

@@ -299,8 +299,7 @@ def profile(
     else:
         bar.update(0, "run A: model level (warm-up)")
         try:  # run A's warm-up, untraced: a model that fails, fails here
-            for _ in range(warmup):
-                leveled._sync(call())
+            leveled.run_model_level(call, 0, warmup)
         except Exception as e:
             raise ProfileError(f"the model failed in run A (model level): {_brief(e)}") from e
         bar.update(1, "calibrating the cost of a trace event")
@@ -321,13 +320,13 @@ def profile(
         steps_spans, traces, epoch_ns = b.traced.steps, b.traces, b.step_epoch_ns
         step_start_ps, first_steps = b.traced.step_start_ps, b.first_block_steps
         traced_block = b.traced_block
-        traced_blocks = leveled.block_means(b.traced.step_ns, traced_block)
+        traced_blocks = leveled.block_medians(b.traced.step_ns, traced_block)
         run_c_ns = None
         if "kernel" in traced and _ran_stitched_kernels(b.traced.steps):
             bar.update(3, "run C: kernel level")
             with fresh_instantiations():
                 run_c_ns = _run_kernel_level(call, steps, names, b.traced.steps)
-    model_blocks = leveled.block_means(model_ns, model_block)
+    model_blocks = leveled.block_medians(model_ns, model_block)
     model = stability.estimate(model_blocks)
     meta["model_latency_ns"] = model.value  # the median of the blocks' medians
     meta["model_latency_ci_ns"] = [model.low, model.high]
@@ -341,8 +340,7 @@ def profile(
         overhead = stability.estimate(ratios)
         traced_estimate = [stability.estimate(traced_blocks)]
         for lv in traced:
-            in_c = lv == "kernel" and run_c_ns is not None
-            if in_c and run_c_ns is not None:
+            if lv == "kernel" and run_c_ns is not None:
                 meta["overheads"][lv] = {
                     "run": "C",
                     "latency_ns": run_c_ns,
@@ -379,7 +377,7 @@ def profile(
     meta["model_layers_vs_model"] = _mean(model_layers.corrected_ns.sum().tolist()) / lat
     if traced and not layer.empty:  # each B block's layer sum against its A block's latency
         sums = per_step.corrected_ns.sum().reindex(range(steps), fill_value=0.0).tolist()
-        by_block = leveled.block_means(sums, traced_block)
+        by_block = leveled.block_medians(sums, traced_block)
         shares = [s / a for s, a in zip(by_block, model_blocks, strict=False)]
         layer_sum = stability.estimate(shares)
         meta["layer_sum_vs_model_ci"] = [layer_sum.low, layer_sum.high]
@@ -411,8 +409,8 @@ def _narrow_enough(target: float | None) -> Callable[[leveled.Blocks], bool] | N
         return None
 
     def enough(blocks: leveled.Blocks) -> bool:
-        a = leveled.block_means(blocks.model_ns, blocks.model_block)
-        b = leveled.block_means(blocks.traced.step_ns, blocks.traced_block)
+        a = leveled.block_medians(blocks.model_ns, blocks.model_block)
+        b = leveled.block_medians(blocks.traced.step_ns, blocks.traced_block)
         if len(a) < 3:
             return False
         return max(stability.estimate(a).half_width, stability.estimate(b).half_width) <= target

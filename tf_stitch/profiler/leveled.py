@@ -28,9 +28,16 @@ import tensorflow as tf
 
 from tf_stitch.collector import collector_paused
 from tf_stitch.profiler import gpu_kernels
+from tf_stitch.profiler.fresh_executor import fresh_instantiations
 from tf_stitch.profiler.spans import Span, step_spans
 from tf_stitch.profiler.timing import _sync
-from tf_stitch.profiler.xplane import TraceEvent, host_events, profile_start_ns, step_intervals
+from tf_stitch.profiler.xplane import (
+    TraceEvent,
+    find_xplane_files,
+    host_events,
+    profile_start_ns,
+    step_intervals,
+)
 from tf_stitch.runtime import op_library
 
 STEP_MARKER = "tf_stitch_step"
@@ -168,9 +175,6 @@ def run_blocks(
     `enough(blocks)` or `time.monotonic()` passes `deadline`, where given. Run B's blocks call
     one fresh instantiation (`fresh_instantiations`), always traced, so every op leaves its
     event; each block is one profiler session, whose start and stop are outside its steps."""
-    from tf_stitch.profiler.fresh_executor import fresh_instantiations
-    from tf_stitch.profiler.xplane import find_xplane_files
-
     for _ in range(warmup):
         _sync(call())
     scope: str | None = None
@@ -213,7 +217,7 @@ def run_blocks(
     return out
 
 
-def block_means(values: Sequence[float], blocks: Sequence[int]) -> list[float]:
+def block_medians(values: Sequence[float], blocks: Sequence[int]) -> list[float]:
     """Each block's typical value, in block order: the median of its values (a step the
     machine delayed moves its block's mean, not its median)."""
     by: dict[int, list[float]] = {}

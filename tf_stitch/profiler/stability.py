@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
@@ -89,13 +90,7 @@ def cpu_sample() -> CpuSample | None:
     steal = fields[7] if len(fields) > 7 else 0.0
     busy = sum(fields[:8]) - idle
     own = float(own_fields[11]) + float(own_fields[12])  # utime, stime
-    return CpuSample(busy / tick, steal / tick, own / tick, _monotonic())
-
-
-def _monotonic() -> float:
-    import time
-
-    return time.monotonic()
+    return CpuSample(busy / tick, steal / tick, own / tick, time.monotonic())
 
 
 @dataclass(frozen=True)
