@@ -28,13 +28,16 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# oneDNN runs NCHW convolutions on the CPU, which the GPU count traces (passes/nchw_layout.py);
+# TensorFlow turns it on by itself only on some CPUs (not on AMD EPYCs).
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tensorflow as tf
 
 import tf_stitch
 from tf_stitch.bench.report import run_header
-from tf_stitch.profiler.timing import _sync
+from tf_stitch.profiler.timing import wait_for
 
 HOG = "while True: pass"
 
@@ -77,7 +80,7 @@ def _untraced(call: Any, steps: int) -> list[float]:
     times = []
     for _ in range(steps):
         start = time.perf_counter_ns()
-        _sync(call())
+        wait_for(call())
         times.append((time.perf_counter_ns() - start) / 1e6)
     return times
 
@@ -85,7 +88,7 @@ def _untraced(call: Any, steps: int) -> list[float]:
 def measure(name: str, model: Any, x: tf.Tensor, machine: str, run: int, steps: int) -> Row:
     fn = tf.function(lambda t: model(t, training=False))
     for _ in range(3):
-        _sync(fn(x))
+        wait_for(fn(x))
     before = _untraced(lambda: fn(x), steps // 2)
     p = tf_stitch.profile(model, x, steps=steps, warmup=3, progress=None, model_name=name)
     after = _untraced(lambda: fn(x), steps - steps // 2)

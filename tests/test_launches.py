@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import tensorflow as tf
 
 import tf_stitch
@@ -93,3 +98,46 @@ def test_a_gpu_counts_the_plan_that_merges_independent_kernels() -> None:
     gpu = report.gpu_optimized
     assert gpu is not None and gpu is not optimized and len(gpu.kernels) == 1
     assert report.tf_stitch == 2 and report.tf_stitch_gpu == 1
+
+
+_WITHOUT_ONEDNN = """
+import tensorflow as tf
+import tf_stitch
+from tf_stitch.passes.nchw_layout import host_runs_nchw
+
+assert not host_runs_nchw()
+w = tf.random.stateless_normal([3, 3, 4, 8], seed=[1, 2])
+
+@tf.function(input_signature=[tf.TensorSpec([1, 16, 16, 4])])
+def cnn(x):
+    y = tf.nn.conv2d(x, w, 1, "SAME")
+    return tf.reduce_mean(tf.nn.silu(y) * 0.5 + y, [1, 2])
+
+x = tf.random.stateless_normal([1, 16, 16, 4], seed=[5, 6])
+report = tf_stitch.count_launches(tf_stitch.optimize(cnn), x)
+assert report.tf_stitch_gpu is None and report.gpu_optimized is None, report
+assert report.tf_stitch >= 1 and report.tf_gpu > 0
+assert any("oneDNN is off" in n for n in report.notes), report.notes
+assert "n/a" in str(report)
+try:
+    tf_stitch.count_launches(tf_stitch.optimize(cnn, conv_layout="NCHW"), x)
+except RuntimeError as e:
+    assert "optimized for a GPU" in str(e) and "TF_ENABLE_ONEDNN_OPTS=1" in str(e), e
+else:
+    raise AssertionError("counted a graph this host cannot run")
+print("ok")
+"""
+
+
+def test_without_onednn_the_gpu_plan_is_not_traced_and_says_why(tmp_path: Path) -> None:
+    """Where TensorFlow's CPU kernels run convolutions in NHWC only (oneDNN off: TensorFlow's
+    default on AMD EPYCs), the graph planned for a GPU cannot run on the host: its count is n/a
+    with the reason, never a crash, and a function optimized for a GPU is refused clearly."""
+    script = tmp_path / "without_onednn.py"
+    script.write_text(_WITHOUT_ONEDNN)
+    env = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    result = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-3000:]

@@ -13,7 +13,7 @@ from tf_stitch.fusion.siblings import has_cpu_only_splits
 from tf_stitch.graph.frontends import is_keras_model
 from tf_stitch.graph.op_view import graph_of_function
 from tf_stitch.optimize import OptimizedFunction, StitchFunction, optimize
-from tf_stitch.passes.nchw_layout import has_nhwc_convolutions
+from tf_stitch.passes.nchw_layout import has_nhwc_convolutions, host_runs_nchw, needs_nchw_host
 from tf_stitch.profiler.gpu_launches import GpuLaunches, count_gpu_launches
 from tf_stitch.profiler.hlo_kernels import HloKernels, count_xla_cpu_launches
 from tf_stitch.profiler.op_launches import OpLaunches, count_tf_launches
@@ -31,7 +31,9 @@ class LaunchReport:
     tf_stitch_detail: OpLaunches
     xla_cpu_detail: HloKernels | None
     notes: list[str] = field(default_factory=list)
-    tf_stitch_gpu: int = 0
+    # None where this host cannot run the graph planned for a GPU (NCHW convolutions without
+    # oneDNN; see `notes`).
+    tf_stitch_gpu: int | None = 0
     tf_stitch_gpu_detail: GpuLaunches | None = None
     tf_gpu: int = 0  # the same GPU model applied to TensorFlow's run of the original
     tf_gpu_detail: GpuLaunches | None = None
@@ -45,7 +47,10 @@ class LaunchReport:
             ("TensorFlow on a GPU (counted from its ops)", str(self.tf_gpu)),
             ("XLA:CPU (jit_compile=True)", xla),
             ("tf_stitch", str(self.tf_stitch)),
-            ("tf_stitch on a GPU (counted from its ops)", str(self.tf_stitch_gpu)),
+            (
+                "tf_stitch on a GPU (counted from its ops)",
+                "n/a" if self.tf_stitch_gpu is None else str(self.tf_stitch_gpu),
+            ),
         ]
         width = max(len(r[0]) for r in rows)
         lines = [f"{'kernels per step':<{width}}  count"]
@@ -75,6 +80,13 @@ def count_launches(fn: Any, *inputs: Any, steps: int = 3) -> LaunchReport:
     (`gpu_optimized`).
     """
     original, call_optimized, optimized, python_fn = _variants(fn, inputs)
+    if not host_runs_nchw() and (nchw := needs_nchw_host(optimized.graph)):
+        raise RuntimeError(
+            f"this function was optimized for a GPU: {nchw[0]} ({len(nchw)} ops) runs NCHW, "
+            f"which TensorFlow's CPU kernels here run only with oneDNN, and oneDNN is off in "
+            "this process; count it on a GPU, or set TF_ENABLE_ONEDNN_OPTS=1 before "
+            "TensorFlow is imported"
+        )
     tf_count = count_tf_launches(original, inputs, steps=steps)
     stitch_count = count_tf_launches(call_optimized, inputs, steps=steps)
     notes = []
@@ -88,15 +100,26 @@ def count_launches(fn: Any, *inputs: Any, steps: int = 3) -> LaunchReport:
             notes.append(f"{name} ran {c.min_per_step}..{c.max_per_step} kernels per step")
     if xla is not None:
         notes.extend(xla.notes)
+    gpu_optimized: OptimizedFunction | None
     gpu_optimized, call_gpu = _gpu_variant(optimized, call_optimized)
-    gpu_run = stitch_count
+    gpu_run: OpLaunches | None = stitch_count
     if gpu_optimized is not optimized:
-        gpu_run = count_tf_launches(call_gpu, inputs, steps=steps)
-        notes.append("GPU count: of the graph optimized for a GPU (NCHW convolutions)")
-    gpu = count_gpu_launches(
-        gpu_run, gpu_optimized.graph, {k.node for k in gpu_optimized.kernels if k.cuda_source}
-    )
-    notes.extend(f"GPU count: {n}" for n in gpu.notes)
+        if not host_runs_nchw() and (nchw := needs_nchw_host(gpu_optimized.graph)):
+            notes.append(
+                "GPU count: n/a, the graph optimized for a GPU runs NCHW convolutions or pools "
+                f"({len(nchw)} ops), which TensorFlow's CPU kernels here run only with oneDNN, "
+                "and oneDNN is off in this process (set TF_ENABLE_ONEDNN_OPTS=1 before "
+                "TensorFlow is imported to trace it)"
+            )
+            gpu_optimized = gpu_run = None
+        else:
+            gpu_run = count_tf_launches(call_gpu, inputs, steps=steps)
+            notes.append("GPU count: of the graph optimized for a GPU (NCHW convolutions)")
+    gpu: GpuLaunches | None = None
+    if gpu_optimized is not None and gpu_run is not None:
+        cuda = {k.node for k in gpu_optimized.kernels if k.cuda_source}
+        gpu = count_gpu_launches(gpu_run, gpu_optimized.graph, cuda)
+        notes.extend(f"GPU count: {n}" for n in gpu.notes)
     concrete = original.get_concrete_function(*inputs) if not _is_concrete(original) else original
     tf_gpu = count_gpu_launches(tf_count, graph_of_function(concrete), ())
     notes.extend(f"TensorFlow's GPU count: {n}" for n in tf_gpu.notes)
@@ -108,7 +131,7 @@ def count_launches(fn: Any, *inputs: Any, steps: int = 3) -> LaunchReport:
         stitch_count,
         xla,
         notes,
-        gpu.total,
+        None if gpu is None else gpu.total,
         gpu,
         tf_gpu.total,
         tf_gpu,

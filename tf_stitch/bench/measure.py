@@ -11,7 +11,9 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from tf_stitch.bench.latency_ratio import confirm, paired_ratio, unsure
 from tf_stitch.profiler import xla_gpu
+from tf_stitch.profiler.stability import Estimate
 from tf_stitch.profiler.timing import Latency, interleaved
 
 # Kernels per step, in table order: TF's executor trace (as this CPU ran it and as a GPU would
@@ -49,6 +51,10 @@ class Measurement:
     # tf_stitch pass) is from the function. As large as `max_abs_error`, the model's outputs
     # at these weights depend on the order of float operations, and cannot be checked to 1e-4.
     tf_self_error: float | None = None
+    # tf_stitch's time / TensorFlow's, per round (bench/latency_ratio.py); `confirm_rounds` > 0
+    # where it was unsure and the two were measured alone for that many more rounds.
+    ratio: Estimate | None = None
+    confirm_rounds: int = 0
 
     def xla_gpu_best(self) -> int | None:
         """XLA:GPU's fewer kernels of its two GEMM backends (the harder baseline)."""
@@ -114,11 +120,14 @@ def measure_function(
     gpu_target: str | None = "h100",
     step: Step = lambda _: None,
     freeze: bool = False,
+    confirm_rounds: int = 0,
 ) -> Measurement:
     """Optimizes `fn` (its variables live, or frozen with `freeze`), checks it against the
     original on `inputs`, counts kernels per step and times TF, XLA:CPU and tf_stitch in turn
     in each of `rounds` rounds. `step(label)` is called before each stage (for a progress
-    bar). `gpu_target=None` skips the XLA:GPU counts."""
+    bar). `gpu_target=None` skips the XLA:GPU counts. Where tf_stitch's time per round is
+    above 1.03x TensorFlow's but within the rounds' noise, `confirm_rounds` > 0 measures the two
+    alone for that many rounds to tell."""
     import tf_stitch
 
     original = tf.function(fn, input_signature=list(signature))
@@ -160,6 +169,12 @@ def measure_function(
         "tf_stitch": lambda: optimized(*inputs),
     }
     latency = interleaved(calls, rounds=rounds, warmup=3)
+    ratio = paired_ratio(latency["TensorFlow"], latency["tf_stitch"])
+    confirmed = 0
+    if confirm_rounds > 0 and unsure(ratio):
+        step("confirming the latency")
+        ratio = confirm(calls["TensorFlow"], calls["tf_stitch"], confirm_rounds)
+        confirmed = confirm_rounds
     gpu_detail = report.tf_stitch_gpu_detail
     return Measurement(
         kernels={key: {**kernels, **gpu_counts}[key] for key in KERNEL_COLUMNS},
@@ -171,4 +186,6 @@ def measure_function(
         gpu_by_type=dict(gpu_detail.by_type) if gpu_detail else {},
         notes=notes,
         tf_self_error=tf_self_error,
+        ratio=ratio,
+        confirm_rounds=confirmed,
     )

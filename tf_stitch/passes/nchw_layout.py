@@ -13,12 +13,16 @@ crosses between the two layouts, once per tensor and direction. The fuser then r
 those Transposes inside its kernels (permuted strides), and the layout optimizer, finding the
 convolutions already in NCHW, adds nothing.
 
-It runs only with `Options.conv_layout == "NCHW"` (`optimize(..., cuda=True)`; TensorFlow's CPU
-kernels run these ops in NCHW too, through oneDNN, so the graph stays runnable on the host).
+It runs only with `Options.conv_layout == "NCHW"` (`optimize(..., cuda=True)`). TensorFlow's CPU
+kernels run these ops in NCHW through oneDNN only: where oneDNN is off (TensorFlow's default on
+CPUs without AVX-512, such as AMD EPYCs, unless TF_ENABLE_ONEDNN_OPTS=1 is set before TensorFlow
+is imported), convolutions and pools run NHWC only and the graph runs on a GPU alone
+(`host_runs_nchw`, `needs_nchw_host`).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -68,6 +72,26 @@ def nchw_layout(graph: Graph, ctx: PassContext) -> Graph:
     out = graph.copy()
     _Converter(out).run()
     return out
+
+
+# What TensorFlow's CPU kernels run in NHWC only, unless oneDNN is on.
+NHWC_ONLY_WITHOUT_ONEDNN = frozenset(
+    {"Conv2D", "DepthwiseConv2dNative", "Conv2DBackpropInput", "MaxPool", "AvgPool"}
+)
+
+
+@functools.cache
+def host_runs_nchw() -> bool:
+    """Whether this process's TensorFlow CPU kernels run NCHW convolutions and pools (oneDNN
+    is on; decided when TensorFlow was imported)."""
+    from tensorflow.python.util import _pywrap_util_port
+
+    return bool(_pywrap_util_port.IsMklEnabled())
+
+
+def needs_nchw_host(graph: Graph) -> list[str]:
+    """The ops of `graph` that run on this host only with oneDNN (NCHW convolutions, pools)."""
+    return [n.name for n in graph if n.op in NHWC_ONLY_WITHOUT_ONEDNN and _format(n) == "NCHW"]
 
 
 def has_nhwc_convolutions(graph: Graph) -> bool:

@@ -30,7 +30,7 @@ from tf_stitch.collector import collector_paused
 from tf_stitch.profiler import gpu_kernels
 from tf_stitch.profiler.fresh_executor import fresh_instantiations
 from tf_stitch.profiler.spans import Span, step_spans
-from tf_stitch.profiler.timing import _sync
+from tf_stitch.profiler.timing import wait_for
 from tf_stitch.profiler.xplane import (
     TraceEvent,
     find_xplane_files,
@@ -62,12 +62,12 @@ def run_model_level(
     time the process spent in each (all its threads: TensorFlow's pools too) is appended to
     `cpu` where given."""
     for _ in range(warmup):
-        _sync(call())
+        wait_for(call())
     times = []
     with collector_paused(collect_first=True):
         for _ in range(steps):
             start, used = time.perf_counter_ns(), time.process_time_ns()
-            _sync(call())
+            wait_for(call())
             times.append(float(time.perf_counter_ns() - start))
             if cpu is not None:
                 cpu.append(float(time.process_time_ns() - used))
@@ -104,10 +104,10 @@ def _trace(
     try:
         with collector_paused(collect_first=True):
             for _ in range(warmup):  # traced too: see run_traced
-                _sync(call())
+                wait_for(call())
             for i in range(steps):
                 with tf.profiler.experimental.Trace(STEP_MARKER, step_num=i, _r=1):
-                    _sync(call())
+                    wait_for(call())
     finally:
         tf.profiler.experimental.stop()
     host = host_events(logdir)
@@ -176,7 +176,7 @@ def run_blocks(
     one fresh instantiation (`fresh_instantiations`), always traced, so every op leaves its
     event; each block is one profiler session, whose start and stop are outside its steps."""
     for _ in range(warmup):
-        _sync(call())
+        wait_for(call())
     scope: str | None = None
     out = Blocks([], [], [], TracedRun([], [], [], []), [], [], {}, 0)
     done, k = 0, 0

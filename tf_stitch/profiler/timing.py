@@ -16,6 +16,8 @@ class Latency:
     min_ms: float
     max_ms: float
     samples: int
+    # Each round's time, in order (rounds of one `interleaved` run pair up across callables).
+    times_ms: tuple[float, ...] = ()
 
     def __str__(self) -> str:
         return f"{self.median_ms:.2f} ms ({self.min_ms:.2f}-{self.max_ms:.2f})"
@@ -28,7 +30,7 @@ def _has_accelerator() -> bool:
     return bool(tf.config.list_logical_devices("GPU"))
 
 
-def _sync(result: Any) -> None:
+def wait_for(result: Any) -> None:
     """Waits until the call's work is done. Eager CPU execution is synchronous, so on a CPU-only
     machine this does nothing (reading the values back, `.numpy()`, would copy the result and
     add that copy's time to every measurement); with a GPU it synchronizes the devices."""
@@ -50,11 +52,12 @@ def interleaved(
     for r in range(warmup + rounds):
         for name, fn in fns.items():
             start = time.perf_counter()
-            _sync(fn())
+            wait_for(fn())
             if r >= warmup:
                 samples[name].append((time.perf_counter() - start) * 1e3)
         if progress is not None:
             progress(r + 1, warmup + rounds)
     return {
-        name: Latency(statistics.median(s), min(s), max(s), len(s)) for name, s in samples.items()
+        name: Latency(statistics.median(s), min(s), max(s), len(s), tuple(s))
+        for name, s in samples.items()
     }
