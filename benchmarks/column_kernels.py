@@ -16,9 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# oneDNN runs NCHW convolutions on the CPU, which the GPU count traces (passes/nchw_layout.py);
-# TensorFlow turns it on by itself only on some CPUs (not on AMD EPYCs).
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tensorflow as tf

@@ -26,22 +26,22 @@ import json
 import math
 import os
 import platform
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# oneDNN runs NCHW convolutions on the CPU, which the GPU count traces (passes/nchw_layout.py);
-# TensorFlow turns it on by itself only on some CPUs (not on AMD EPYCs).
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tensorflow as tf
 
 from benchmarks.model_builders import BUILDERS, RealModel, calibrate_batch_norm, trained_like
+from tf_stitch.bench.gpu_plan import count_gpu_plan, count_in_child, report
 from tf_stitch.bench.latency_ratio import RATIO_TARGET
 from tf_stitch.bench.measure import Measurement, measure_function
 from tf_stitch.bench.report import run_header
+from tf_stitch.runtime.host_cpu import onednn_enabled
 
 
 def zoo_model(name: str, seed: int, keras_init: bool) -> RealModel:
@@ -166,7 +166,12 @@ def main() -> int:
         "--freeze", action="store_true", help="freeze the variables (serving), not live"
     )
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--gpu-plan-of", help=argparse.SUPPRESS)  # a child: see gpu_plan_child
     args = parser.parse_args()
+    if args.gpu_plan_of:
+        model = _build(args.gpu_plan_of, args)
+        report(count_gpu_plan(model.fn, model.signature, model.inputs, args.freeze))
+        return 0
     names = args.only.split(",") if args.only else ([] if args.zoo else list(BUILDERS))
     unknown = [n for n in names if n not in BUILDERS]
     if unknown:
@@ -190,11 +195,9 @@ def main() -> int:
         f"{'TF ms':>9}{'XLA ms':>9}{'ts ms':>9}{'ts/TF [95%]':>19}{'max err':>10}{'opt s':>8}"
     )
     results: dict[str, Measurement] = {}
-    jobs = [(n, lambda n=n: BUILDERS[n](args.seed, args.keras_init)) for n in names]
     # Zoo models are named zoo:NAME (the zoo has a bilstm of its own, a smaller one).
-    jobs += [(f"zoo:{n}", lambda n=n: zoo_model(n, args.seed, args.keras_init)) for n in zoo_names]
-    for name, build in jobs:
-        model = build()
+    for name in [*names, *(f"zoo:{n}" for n in zoo_names)]:
+        model = _build(name, args)
         m = measure_function(
             model.fn,
             model.signature,
@@ -204,6 +207,8 @@ def main() -> int:
             freeze=args.freeze,
             confirm_rounds=args.confirm_rounds,
         )
+        if m.kernels["tf_stitch_gpu"] is None and not onednn_enabled():
+            gpu_plan_child(name, m, args)
         results[name] = m
         print(row(name, m), flush=True)
         if args.json:  # after every model: a run that dies later keeps what it measured
@@ -217,6 +222,35 @@ def main() -> int:
         for note in m.notes:
             print(f"  {name}: {note}")
     return 0
+
+
+def _build(name: str, args: argparse.Namespace) -> RealModel:
+    if name.startswith("zoo:"):
+        return zoo_model(name.removeprefix("zoo:"), args.seed, args.keras_init)
+    return BUILDERS[name](args.seed, args.keras_init)
+
+
+def gpu_plan_child(name: str, m: Measurement, args: argparse.Namespace) -> None:
+    """Where this process's TensorFlow cannot run the graph planned for a GPU (oneDNN off: its
+    default on some CPUs), a child process with oneDNN on rebuilds the same seeded model and
+    counts that graph (bench/gpu_plan.py); its count and its outputs' error join `m`."""
+    argv = [__file__, "--gpu-plan-of", name, "--seed", str(args.seed)]
+    argv += ["--keras-init"] * args.keras_init + ["--freeze"] * args.freeze
+    try:
+        child = count_in_child(argv)
+    except (RuntimeError, subprocess.TimeoutExpired) as e:
+        m.notes.append(f"GPU count: {e}")
+        return
+    m.kernels["tf_stitch_gpu"] = child.kernels
+    m.gpu_by_type = child.by_type
+    m.max_abs_error = max(m.max_abs_error, child.max_abs_error)
+    m.outputs_match = m.outputs_match and child.outputs_match
+    m.notes = [n for n in m.notes if "oneDNN is off" not in n]
+    m.notes.append(
+        "GPU count: of the graph optimized for a GPU (NCHW convolutions), traced in a child "
+        "process with oneDNN on (this one runs TensorFlow's default, oneDNN off)"
+    )
+    m.notes.extend(f"GPU count: {n}" for n in child.notes)
 
 
 def _write_json(path: str, now: str, results: dict[str, Measurement]) -> None:

@@ -12,11 +12,18 @@ import tensorflow as tf
 from conftest import assert_close
 from graph_helpers import assert_same_values, ops, v1_graph
 
+from tf_stitch.passes import live_batch_norms as live_batch_norms_module
 from tf_stitch.passes.base import Options, PassContext
 from tf_stitch.passes.live_batch_norms import live_batch_norms
 from tf_stitch.profiler.op_launches import count_tf_launches
 
 RNG = np.random.default_rng(11)
+
+
+@pytest.fixture(autouse=True)
+def _fused_batch_norms_pay(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rewrite itself, on any host (on some the pass leaves it: the last test)."""
+    monkeypatch.setattr(live_batch_norms_module, "fused_batch_norm_pays", lambda: True)
 
 
 def _stats(channels: int) -> list[tf.Tensor]:
@@ -158,3 +165,18 @@ def test_a_live_keras_batch_norm_is_one_launch_with_its_convolution_and_stays_li
     counted = count_tf_launches(stitched, (x,))
     # the first convolution, its batch norm and ReLU in one launch; the second with its bias
     assert counted.per_step == 2, counted.by_type
+
+
+def test_where_the_fused_call_is_slow_each_batch_norm_is_stitched_and_explain_says_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """oneDNN on a CPU without AVX-512 runs a convolution fused with its batch norm 10x slower
+    than the two apart: there the pass leaves the graph as it is, with the reason."""
+    monkeypatch.setattr(live_batch_norms_module, "fused_batch_norm_pays", lambda: False)
+    g = v1_graph(_keras_pattern(True, True), outputs=["out"])
+    ctx = PassContext(Options())
+    assert live_batch_norms.run(g, ctx) is g
+    assert any(
+        r.subject == "live-batch-norms" and not r.decision and "AVX-512" in r.decision.reason
+        for r in ctx.records
+    ), ctx.records

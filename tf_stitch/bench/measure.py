@@ -63,7 +63,7 @@ class Measurement:
         return min(known) if known else None
 
 
-def _max_error(expected: Sequence[Any], got: Sequence[Any]) -> tuple[float, bool]:
+def max_error(expected: Sequence[Any], got: Sequence[Any]) -> tuple[float, bool]:
     error, match = 0.0, True
     for e, g in zip(expected, got, strict=True):
         e, g = np.asarray(e), np.asarray(g)
@@ -88,7 +88,7 @@ def _frozen_error(concrete: Any, inputs: Sequence[Any], expected: Sequence[Any])
         specs,
     )
     got = [t.numpy() for t in frozen(*tf.nest.flatten(inputs))]
-    return _max_error(expected, got)[0]
+    return max_error(expected, got)[0]
 
 
 def _xla_gpu_counts(
@@ -138,7 +138,7 @@ def measure_function(
     step("check")
     expected = [t.numpy() for t in tf.nest.flatten(original(*inputs))]
     got = [t.numpy() for t in tf.nest.flatten(optimized(*inputs))]
-    error, match = _max_error(expected, got)
+    error, match = max_error(expected, got)
     tf_self_error = (
         None if match else _frozen_error(original.get_concrete_function(), inputs, expected)
     )
@@ -147,7 +147,7 @@ def measure_function(
     if report.gpu_optimized is not None and report.gpu_optimized is not optimized:
         # the graph counted for a GPU (NCHW convolutions) must give the same answers too
         gpu_got = [t.numpy() for t in tf.nest.flatten(report.gpu_optimized(*inputs))]
-        gpu_error, gpu_match = _max_error(expected, gpu_got)
+        gpu_error, gpu_match = max_error(expected, gpu_got)
         error, match = max(error, gpu_error), match and gpu_match
     kernels: dict[str, int | None] = {
         "tf": report.tf,

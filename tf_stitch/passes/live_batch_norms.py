@@ -15,7 +15,11 @@ launch of its own; a convolution's own bias before the batch norm goes into its 
 b, a vector op). Only NHWC float32 Conv2Ds whose result nobody else reads are rewritten
 (TensorFlow fuses neither depthwise convolutions nor matmuls with a batch norm); for a GPU's
 layout (`conv_layout="NCHW"`) nothing is: cuDNN does not fuse a batch norm either, and the
-stitched kernel is then the epilogue's one launch.
+stitched kernel is then the epilogue's one launch. Nor where this host's TensorFlow runs the
+fused call through oneDNN on a CPU without AVX-512, where it is 10x slower than the convolution
+and a stitched kernel apart (`runtime/host_cpu.fused_batch_norm_pays`; the plan depends on the
+host that optimizes, as a SavedModel converted for another machine's CPU should be converted
+there).
 """
 
 from __future__ import annotations
@@ -24,11 +28,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tf_stitch.fusion.decision import Record, forbid
 from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef
 from tf_stitch.graph.values import constant_value
 from tf_stitch.passes.base import PassContext, graph_pass
 from tf_stitch.passes.builder import NodeBuilder
 from tf_stitch.passes.decompose_common import channels_first
+from tf_stitch.runtime.host_cpu import fused_batch_norm_pays
 
 _VIEWS = frozenset({"Reshape", "ExpandDims", "Squeeze", "Identity"})
 
@@ -50,6 +56,19 @@ class _BatchNorm:
 def live_batch_norms(graph: Graph, ctx: PassContext) -> Graph:
     """Conv2D * s + t of a batch norm's statistics -> Conv2D -> FusedBatchNormV3 (CPU)."""
     if ctx.options.conv_layout != "NHWC":
+        return graph
+    if not fused_batch_norm_pays():
+        if any(_convolution(n) for n in graph):
+            ctx.records.append(
+                Record(
+                    "live-batch-norms",
+                    forbid(
+                        "TensorFlow runs a convolution fused with its batch norm through oneDNN "
+                        "here, on a CPU without AVX-512, 10x slower than the two apart: each "
+                        "batch norm is stitched after its convolution instead"
+                    ),
+                )
+            )
         return graph
     out = graph.copy()
     readers = out.consumers()

@@ -22,7 +22,6 @@ is imported), convolutions and pools run NHWC only and the graph runs on a GPU a
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,6 +31,7 @@ from tf_stitch.graph.ir import AttrList, DType, Graph, Node, TensorInfo, TensorR
 from tf_stitch.graph.values import constant_value
 from tf_stitch.passes.base import PassContext, graph_pass
 from tf_stitch.passes.builder import NodeBuilder
+from tf_stitch.runtime.host_cpu import onednn_enabled
 
 TO_NCHW = (0, 3, 1, 2)  # NCHW axis j is NHWC axis TO_NCHW[j]
 TO_NHWC = (0, 2, 3, 1)
@@ -80,13 +80,10 @@ NHWC_ONLY_WITHOUT_ONEDNN = frozenset(
 )
 
 
-@functools.cache
 def host_runs_nchw() -> bool:
     """Whether this process's TensorFlow CPU kernels run NCHW convolutions and pools (oneDNN
     is on; decided when TensorFlow was imported)."""
-    from tensorflow.python.util import _pywrap_util_port
-
-    return bool(_pywrap_util_port.IsMklEnabled())
+    return onednn_enabled()
 
 
 def needs_nchw_host(graph: Graph) -> list[str]:
