@@ -1,9 +1,13 @@
 """The README's table of `benchmarks/real_models.py` runs, and the issue's targets over them.
 
     python benchmarks/real_models_table.py run1.json [run2.json ...]
+        [--xla-gpu-from benchmarks/xla_gpu_counts.json]
 
 Reads the `--json` files of one or more runs (a model measured twice keeps its later run),
 prints when and where they ran, one Markdown row per model and the targets over all of them.
+XLA:GPU's counts depend on the model and XLA only: for a run made with `--no-xla-gpu`,
+`--xla-gpu-from` takes them from earlier runs' compiles (marked † in the table; a model the
+run did compile keeps its own count, and one that differs from the file is an error).
 """
 
 from __future__ import annotations
@@ -53,7 +57,26 @@ def load(paths: list[str]) -> tuple[list[str], dict[str, Measurement]]:
     return runs, results
 
 
-def markdown_row(name: str, m: Measurement) -> str:
+def fill_xla_gpu(results: dict[str, Measurement], path: str) -> set[str]:
+    """Fills XLA:GPU's count from `path` where a run has none; returns the models filled.
+    Raises SystemExit where a run's own count differs from the file's."""
+    try:
+        counts: dict[str, int] = json.loads(Path(path).read_text())["counts"]
+    except (OSError, ValueError, KeyError) as e:
+        raise SystemExit(f"{path}: not an XLA:GPU counts file ({e})") from e
+    filled = set()
+    for name, m in results.items():
+        known, own = counts.get(name), m.xla_gpu_best()
+        if own is not None:
+            if known is not None and known != own:
+                raise SystemExit(f"{name}: XLA:GPU counted {own} in this run, {known} in {path}")
+        elif known is not None:
+            m.kernels["xla_gpu_triton"] = m.kernels["xla_gpu_cublas"] = known
+            filled.add(name)
+    return filled
+
+
+def markdown_row(name: str, m: Measurement, filled: bool = False) -> str:
     k, lat = m.kernels, m.latency
 
     def n(v: int | None) -> str:
@@ -72,7 +95,7 @@ def markdown_row(name: str, m: Measurement) -> str:
         n(k["tf"]),
         n(k["tf_gpu"]),
         n(k["xla_cpu"]),
-        n(m.xla_gpu_best()),
+        n(m.xla_gpu_best()) + ("†" if filled else ""),
         n(k["tf_stitch_gpu"]),
         n(k["tf_stitch_cpu"]),
         ms("TensorFlow"),
@@ -89,15 +112,19 @@ def main() -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("json", nargs="+", help="files written by real_models.py --json")
+    parser.add_argument("--xla-gpu-from", help="XLA:GPU counts of earlier runs (JSON)")
     args = parser.parse_args()
     runs, results = load(args.json)
+    filled = fill_xla_gpu(results, args.xla_gpu_from) if args.xla_gpu_from else set()
     for run in runs:
         print(f"- {run}")
     print()
     print(HEADER)
     print("|" + "---|" * HEADER.count(" | ") + "---|")
     for name, m in results.items():
-        print(markdown_row(name, m))
+        print(markdown_row(name, m, name in filled))
+    if filled:
+        print(f"\n† XLA:GPU's count from {args.xla_gpu_from} ({len(filled)} models)")
     print()
     for line in targets(results):
         print(line)

@@ -12,7 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.real_models import _write_json, targets
-from benchmarks.real_models_table import load, markdown_row
+from benchmarks.real_models_table import fill_xla_gpu, load, markdown_row
 from tf_stitch.bench.measure import Measurement
 from tf_stitch.profiler.stability import Estimate
 from tf_stitch.profiler.timing import Latency
@@ -65,3 +65,26 @@ def test_a_file_that_is_not_a_run_is_a_clear_error(tmp_path: Path) -> None:
         load([str(bad)])
     with pytest.raises(SystemExit, match=r"not a real_models\.py --json file"):
         load([str(tmp_path / "missing.json")])
+
+
+def test_xla_gpu_counts_of_earlier_runs_fill_a_run_without_them(tmp_path: Path) -> None:
+    counts = tmp_path / "counts.json"
+    counts.write_text(json.dumps({"about": "x", "counts": {"a": 45, "b": 40}}))
+    a = _m(10, 8, Estimate(0.8, 0.7, 0.9, 3))
+    a.kernels["xla_gpu_triton"] = a.kernels["xla_gpu_cublas"] = None
+    b = _m(10, 8, Estimate(0.8, 0.7, 0.9, 3))  # compiled in this run: 40, as the file says
+    results = {"a": a, "b": b}
+    assert fill_xla_gpu(results, str(counts)) == {"a"}
+    assert a.xla_gpu_best() == 45 and "| 45† |" in markdown_row("a", a, True)
+    b.kernels["xla_gpu_cublas"] = 39
+    with pytest.raises(SystemExit, match="counted 39 in this run, 40"):
+        fill_xla_gpu({"b": b}, str(counts))
+
+
+def test_the_counts_file_covers_every_model_of_the_zoo() -> None:
+    from tf_stitch.zoo import zoo
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "xla_gpu_counts.json"
+    counts = json.loads(path.read_text())["counts"]
+    assert {f"zoo:{n}" for n in zoo()} <= set(counts)
+    assert all(isinstance(v, int) and v > 0 for v in counts.values())

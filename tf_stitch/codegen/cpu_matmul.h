@@ -2,11 +2,16 @@
 //
 // C[rows, n] (+)= A[rows, k] @ B[k, n], all row-major with leading dimensions; `add` adds to C
 // (a left operand in several column segments is several calls). Up to six rows at once: each
-// 64-column strip of B is loaded once per k and multiplied into 6 x 4 vector accumulators
-// (GCC/Clang vector extensions: AVX-512 registers with -march=native on x86, NEON register
-// groups on Arm). Measured on one Sapphire Rapids core, 64x256x1024: 126 GFLOP/s (90 with
-// four rows). Fewer than 16 columns: dot products of rows of A with rows of Bt (B transposed
-// once per call), 16 partial sums each.
+// strip of B's columns is loaded once per k and multiplied into 6 x TS_STRIP vector
+// accumulators (GCC/Clang vector extensions), as many as the target has registers for: with
+// AVX-512, 16-float vectors, 4 per strip (24 of 32 registers); otherwise (AVX2, NEON) 8-float
+// vectors, 2 per strip (12 of 16 AVX2 registers). Measured 64x256x1024 on one core: 126
+// GFLOP/s on a Sapphire Rapids (AVX-512); on an AMD EPYC with AVX2 the AVX-512 blocking spilled
+// its 48 half-vectors to memory, 3.7 GFLOP/s, and 8-float strips run at 53 (24 with one row,
+// whose strips are 8 vectors wide to keep enough multiply-adds in flight). Each element of C
+// sums its products in the order of k either way, so the blocking never changes a result.
+// Fewer than 16 columns: dot products of rows of A with rows of Bt (B transposed once per
+// call), 16 partial sums each.
 #include <cstdint>
 #include <cstring>
 
@@ -20,49 +25,57 @@
 #pragma GCC optimize("fp-contract=fast")
 #endif
 
-typedef float ts_v16 __attribute__((vector_size(64)));
+// TS_STRIP(R): vectors per strip of columns for R rows at once. With few rows, more vectors
+// per strip keep enough independent multiply-adds in flight to cover the FMA's latency.
+#if defined(__AVX512F__)
+#define TS_VW 16  // floats per vector
+#define TS_STRIP(R) 4
+#else
+#define TS_VW 8
+#define TS_STRIP(R) ((R) >= 4 ? 2 : ((R) == 1 ? 8 : 4))
+#endif
 
-static inline ts_v16 ts_load16(const float* p) {
-  ts_v16 v;
+typedef float ts_vec __attribute__((vector_size(TS_VW * 4)));
+
+static inline ts_vec ts_loadv(const float* p) {
+  ts_vec v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
 
-static inline void ts_store16(float* p, ts_v16 v) { std::memcpy(p, &v, sizeof v); }
+static inline void ts_storev(float* p, ts_vec v) { std::memcpy(p, &v, sizeof v); }
 
 template <int R>
 static inline void ts_matmul_rows(const float* __restrict A, int64_t lda,
                                   const float* __restrict B, int64_t ldb, float* __restrict C,
                                   int64_t ldc, int64_t k, int64_t n, bool add) {
   TS_TILE_CONTRACT
+  constexpr int S = TS_STRIP(R);
   int64_t j = 0;
-  for (; j + 64 <= n; j += 64) {
-    ts_v16 acc[R][4];
+  for (; j + TS_VW * S <= n; j += TS_VW * S) {
+    ts_vec acc[R][S];
     for (int r = 0; r < R; ++r)
-      for (int q = 0; q < 4; ++q) acc[r][q] = add ? ts_load16(C + r * ldc + j + 16 * q) : ts_v16{};
+      for (int q = 0; q < S; ++q) acc[r][q] = add ? ts_loadv(C + r * ldc + j + TS_VW * q) : ts_vec{};
     for (int64_t p = 0; p < k; ++p) {
       const float* b = B + p * ldb + j;
-      const ts_v16 b0 = ts_load16(b), b1 = ts_load16(b + 16);
-      const ts_v16 b2 = ts_load16(b + 32), b3 = ts_load16(b + 48);
+      ts_vec bv[S];
+      for (int q = 0; q < S; ++q) bv[q] = ts_loadv(b + TS_VW * q);
       for (int r = 0; r < R; ++r) {
         const float a = A[r * lda + p];
-        acc[r][0] += a * b0;
-        acc[r][1] += a * b1;
-        acc[r][2] += a * b2;
-        acc[r][3] += a * b3;
+        for (int q = 0; q < S; ++q) acc[r][q] += a * bv[q];
       }
     }
     for (int r = 0; r < R; ++r)
-      for (int q = 0; q < 4; ++q) ts_store16(C + r * ldc + j + 16 * q, acc[r][q]);
+      for (int q = 0; q < S; ++q) ts_storev(C + r * ldc + j + TS_VW * q, acc[r][q]);
   }
-  for (; j + 16 <= n; j += 16) {
-    ts_v16 acc[R];
-    for (int r = 0; r < R; ++r) acc[r] = add ? ts_load16(C + r * ldc + j) : ts_v16{};
+  for (; j + TS_VW <= n; j += TS_VW) {
+    ts_vec acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = add ? ts_loadv(C + r * ldc + j) : ts_vec{};
     for (int64_t p = 0; p < k; ++p) {
-      const ts_v16 b0 = ts_load16(B + p * ldb + j);
+      const ts_vec b0 = ts_loadv(B + p * ldb + j);
       for (int r = 0; r < R; ++r) acc[r] += A[r * lda + p] * b0;
     }
-    for (int r = 0; r < R; ++r) ts_store16(C + r * ldc + j, acc[r]);
+    for (int r = 0; r < R; ++r) ts_storev(C + r * ldc + j, acc[r]);
   }
   for (; j < n; ++j) {
     for (int r = 0; r < R; ++r) {
@@ -118,6 +131,8 @@ static inline void ts_matmul_narrow(const float* __restrict A, int64_t lda,
   }
 }
 
+#undef TS_VW
+#undef TS_STRIP
 #if !defined(__clang__)
 #pragma GCC pop_options
 #endif
