@@ -103,9 +103,9 @@ def test_a_gpu_counts_the_plan_that_merges_independent_kernels() -> None:
 _WITHOUT_ONEDNN = """
 import tensorflow as tf
 import tf_stitch
-from tf_stitch.passes.nchw_layout import host_runs_nchw
+from tf_stitch.runtime.host_cpu import onednn_enabled
 
-assert not host_runs_nchw()
+assert not onednn_enabled()
 w = tf.random.stateless_normal([3, 3, 4, 8], seed=[1, 2])
 
 @tf.function(input_signature=[tf.TensorSpec([1, 16, 16, 4])])

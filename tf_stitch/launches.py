@@ -13,10 +13,11 @@ from tf_stitch.fusion.siblings import has_cpu_only_splits
 from tf_stitch.graph.frontends import is_keras_model
 from tf_stitch.graph.op_view import graph_of_function
 from tf_stitch.optimize import OptimizedFunction, StitchFunction, optimize
-from tf_stitch.passes.nchw_layout import has_nhwc_convolutions, host_runs_nchw, needs_nchw_host
+from tf_stitch.passes.nchw_layout import has_nhwc_convolutions, needs_nchw_host
 from tf_stitch.profiler.gpu_launches import GpuLaunches, count_gpu_launches
 from tf_stitch.profiler.hlo_kernels import HloKernels, count_xla_cpu_launches
 from tf_stitch.profiler.op_launches import OpLaunches, count_tf_launches
+from tf_stitch.runtime.host_cpu import onednn_enabled
 
 
 @dataclass
@@ -80,7 +81,7 @@ def count_launches(fn: Any, *inputs: Any, steps: int = 3) -> LaunchReport:
     (`gpu_optimized`).
     """
     original, call_optimized, optimized, python_fn = _variants(fn, inputs)
-    if not host_runs_nchw() and (nchw := needs_nchw_host(optimized.graph)):
+    if not onednn_enabled() and (nchw := needs_nchw_host(optimized.graph)):
         raise RuntimeError(
             f"this function was optimized for a GPU: {nchw[0]} ({len(nchw)} ops) runs NCHW, "
             f"which TensorFlow's CPU kernels here run only with oneDNN, and oneDNN is off in "
@@ -104,7 +105,7 @@ def count_launches(fn: Any, *inputs: Any, steps: int = 3) -> LaunchReport:
     gpu_optimized, call_gpu = _gpu_variant(optimized, call_optimized)
     gpu_run: OpLaunches | None = stitch_count
     if gpu_optimized is not optimized:
-        if not host_runs_nchw() and (nchw := needs_nchw_host(gpu_optimized.graph)):
+        if not onednn_enabled() and (nchw := needs_nchw_host(gpu_optimized.graph)):
             notes.append(
                 "GPU count: n/a, the graph optimized for a GPU runs NCHW convolutions or pools "
                 f"({len(nchw)} ops), which TensorFlow's CPU kernels here run only with oneDNN, "

@@ -17,7 +17,7 @@ It runs only with `Options.conv_layout == "NCHW"` (`optimize(..., cuda=True)`). 
 kernels run these ops in NCHW through oneDNN only: where oneDNN is off (TensorFlow's default on
 CPUs without AVX-512, such as AMD EPYCs, unless TF_ENABLE_ONEDNN_OPTS=1 is set before TensorFlow
 is imported), convolutions and pools run NHWC only and the graph runs on a GPU alone
-(`host_runs_nchw`, `needs_nchw_host`).
+(`runtime/host_cpu.onednn_enabled`, `needs_nchw_host`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from tf_stitch.graph.ir import AttrList, DType, Graph, Node, TensorInfo, TensorR
 from tf_stitch.graph.values import constant_value
 from tf_stitch.passes.base import PassContext, graph_pass
 from tf_stitch.passes.builder import NodeBuilder
-from tf_stitch.runtime.host_cpu import onednn_enabled
 
 TO_NCHW = (0, 3, 1, 2)  # NCHW axis j is NHWC axis TO_NCHW[j]
 TO_NHWC = (0, 2, 3, 1)
@@ -78,12 +77,6 @@ def nchw_layout(graph: Graph, ctx: PassContext) -> Graph:
 NHWC_ONLY_WITHOUT_ONEDNN = frozenset(
     {"Conv2D", "DepthwiseConv2dNative", "Conv2DBackpropInput", "MaxPool", "AvgPool"}
 )
-
-
-def host_runs_nchw() -> bool:
-    """Whether this process's TensorFlow CPU kernels run NCHW convolutions and pools (oneDNN
-    is on; decided when TensorFlow was imported)."""
-    return onednn_enabled()
 
 
 def needs_nchw_host(graph: Graph) -> list[str]:
