@@ -44,6 +44,9 @@ STACK_BUFFER_BYTES = 64 * 1024
 ABI_VERSION = 1
 # Matmul tiles narrower than one vector of columns take dot products over k instead.
 NARROW_COLUMNS = 16
+# A row's broadcast inputs that repeat every this many elements or more are read by an inner
+# loop over one period (shorter periods are copied out to the row's length, see _periodic).
+MIN_PERIOD = 16
 CTYPE = {"float32": "float", "bool": "bool", "int32": "int32_t", "int64": "int64_t"}
 
 # Scalar expression of each op; {0}, {1}, {2} are the operands.
@@ -172,6 +175,10 @@ class Emitter:
         self.lines: list[str] = []
         # inputs read through a row-long buffer of their periodic pattern (see _periodic)
         self.periodic: set[str] = set()
+        # inputs whose pattern repeats every `period` elements of a row, read by an inner loop
+        # over one period (see _nested_period); `nest` holds them while that loop is emitted
+        self.period, self.nested = self._nested_period()
+        self.nest: frozenset[str] = frozenset()
 
     def source(self) -> str:
         k = self.k
@@ -348,7 +355,17 @@ class Emitter:
         for r in reds:
             self._emit(f"float {r.name}_val;", 2)
         self._emit("{", 2)
-        if not reds:
+        if not reds and self.period:
+            self._emit(f"for (int64_t ts_j = 0; ts_j < ts_C; ts_j += {self.period}) {{", 3)
+            self._emit("#pragma GCC ivdep", 4)
+            self._emit(f"for (int64_t ts_p = 0; ts_p < {self.period}; ++ts_p) {{", 4)
+            self._emit("const int64_t i = ts_j + ts_p;", 5)
+            self.nest = self.nested
+            self._body(stmts, 5, lane=None)
+            self.nest = frozenset()
+            self._emit("}", 4)
+            self._emit("}", 3)
+        elif not reds:
             self._emit("#pragma GCC ivdep", 3)
             self._emit("for (int64_t i = 0; i < ts_C; ++i) {", 3)
             self._body(stmts, 4, lane=None)
@@ -397,8 +414,49 @@ class Emitter:
         return [
             self.params[n]
             for n in sorted(used)
-            if self.params[n].access.inner == "general" and n not in self.periodic
+            if self.params[n].access.inner == "general"
+            and n not in self.periodic
+            and n not in self.nest
         ]
+
+    def _nested_period(self) -> tuple[int, frozenset[str]]:
+        """The period of the row's broadcast inputs, where it is worth an inner loop.
+
+        An input broadcast over the row's leading axes and laid out contiguously over its
+        trailing ones (a batch norm's per-channel scale over rows of several pixels) repeats
+        every `period` = product of those trailing axes elements. The inputs of the period
+        most of them share, if it is at least `MIN_PERIOD` elements and shorter than the row,
+        are read by an inner loop over one period inside an outer loop over the row's periods:
+        contiguously (the loop vectorizes), without a row-long copy (`_periodic`) or a division
+        per element. Returns (0, {}) where no input has such a period."""
+        by_period: dict[int, list[str]] = {}
+        for p in self.k.inputs:
+            period = self._period_of(p)
+            if period >= MIN_PERIOD:
+                by_period.setdefault(period, []).append(p.name)
+        if not by_period:
+            return 0, frozenset()
+        period = max(by_period, key=lambda n: (len(by_period[n]), n))
+        return period, frozenset(by_period[period])
+
+    def _period_of(self, p: Param) -> int:
+        """The period of input `p` along a row (see `_nested_period`), else 0."""
+        k = self.k
+        if p.access.inner != "general" or p.gather or p.tile:
+            return 0
+        axes = range(k.split, len(k.domain))
+        live = [a for a in axes if p.access.strides[a] != 0 and k.domain[a] != 1]
+        if not live or live[0] == k.split:  # not broadcast over the row's leading axis
+            return 0
+        expected = 1
+        for a in reversed(range(live[0], len(k.domain))):
+            size = k.domain[a]
+            if not isinstance(size, int):
+                return 0
+            if size != 1 and p.access.strides[a] != expected:
+                return 0
+            expected *= size
+        return expected
 
     def _stmts(self, stmts: list[Stmt], depth: int, row: bool, lane: str | None = None) -> None:
         for s in stmts:
@@ -424,7 +482,10 @@ class Emitter:
         candidates = [
             p
             for p in self.k.inputs
-            if p.access.outer == "zero" and p.access.inner == "general" and not p.gather
+            if p.access.outer == "zero"
+            and p.access.inner == "general"
+            and not p.gather
+            and p.name not in self.nested
         ]
         budget = STACK_BUFFER_BYTES // 2
         for p in candidates:
@@ -443,6 +504,8 @@ class Emitter:
         extra = f" + ({offset})" if offset else ""
         if p.name in self.periodic and not row and not offset:
             return f"{p.name}_rep[i]"
+        if p.name in self.nest and not row:
+            return f"{p.name}[{p.name}_r + ts_p{extra}]"
         if row or p.access.inner == "zero":
             return f"{p.name}[{p.name}_r{extra}]"
         if p.access.inner == "contiguous":
