@@ -16,6 +16,7 @@ from tf_stitch.graph.held_constants import held_constants
 from tf_stitch.graph.io import GraphDef, graph_to_graph_def, infer_shapes
 from tf_stitch.graph.ir import Graph, TensorRef
 from tf_stitch.graph.variable_reads import read_in_place
+from tf_stitch.graph.variable_writes import write_in_kernels
 from tf_stitch.passes.base import Options, PassContext
 from tf_stitch.passes.pipeline import run_pipeline
 from tf_stitch.runtime import op_library
@@ -28,9 +29,10 @@ class OptimizedFunction(GraphFunction):
     `original` the ConcreteFunction it came from and `context` what the optimizer decided
     (kernels, reasons, warnings). `variables` are the live variables: Placeholder node name ->
     resource handle; each call reads them (none if the function was frozen), those in
-    `read_in_place` inside the kernels that read them (graph/variable_reads.py). TensorFlow runs
-    the graph with its large constants held by reference (graph/held_constants.py): they are
-    not copied into the function it builds.
+    `read_in_place` inside the kernels that read them (graph/variable_reads.py);
+    `written_in_kernels` maps the variable writes a kernel does itself to that kernel
+    (graph/variable_writes.py). TensorFlow runs the graph with its large constants held by
+    reference (graph/held_constants.py): they are not copied into the function it builds.
     """
 
     def __init__(
@@ -46,14 +48,18 @@ class OptimizedFunction(GraphFunction):
         held = held_constants(graph)
         runnable = graph_to_graph_def(graph, as_placeholders=held)
         self.read_in_place = read_in_place(runnable, variables or {})
+        outputs = [str(r) for r in graph.outputs]
+        targets, self.written_in_kernels = write_in_kernels(
+            runnable, variables or {}, outputs, graph.targets
+        )
         flat = function_from_graph_def(
             runnable,
             [str(r) for r in graph.inputs],
-            [str(r) for r in graph.outputs],
+            outputs,
             specs,
             {name: eager_constant(v.array, v.dtype) for name, v in held.items()},
             variables,
-            graph.targets,
+            targets,
         )
         super().__init__(flat, structured_inputs, structured_outputs, _param_names(original), specs)
         self.graph = graph

@@ -56,4 +56,5 @@ def _reads_in_place(kernel: Any, index: int, name: str, gpu: bool) -> bool:
     of a resource on the resource's device)."""
     if kernel.op != STITCHED_OP or kernel.input[index] not in (name, f"{name}:0"):
         return False
-    return not gpu or kernel.attr["_kernel"].s == _CUDA_LABEL
+    # `in` first: reading a missing key of a NodeDef's attr map would add an empty attr
+    return not gpu or ("_kernel" in kernel.attr and kernel.attr["_kernel"].s == _CUDA_LABEL)

@@ -121,7 +121,8 @@ def _fusion_groups(model_or_fn: Any) -> list[dict[str, Any]]:
 
 
 def _ran_stitched_kernels(steps: list[list[Span]]) -> bool:
-    return any(s.level == "op" and s.type == "StitchedKernel" for step in steps for s in step)
+    kernels = ("StitchedKernel", "StitchedKernelAssign")
+    return any(s.level == "op" and s.type in kernels for step in steps for s in step)
 
 
 def _run_kernel_level(

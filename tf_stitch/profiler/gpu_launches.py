@@ -46,6 +46,7 @@ from tf_stitch.profiler.gpu_layout import fused_call_kernels, layout_transposes
 from tf_stitch.profiler.op_launches import OpLaunches
 
 STITCHED_OP = "StitchedKernel"
+ASSIGN_OP = "StitchedKernelAssign"
 
 # TF ops known to launch more than one GPU kernel per run, and why.
 GPU_KERNELS: dict[str, tuple[int, str]] = {
@@ -88,7 +89,10 @@ class GpuLaunches:
 
 def gpu_op_type(op: str) -> str:
     """The op a GPU runs in place of a CPU-only variant (`_MklNativeConv2D` -> `Conv2D`,
-    `_MklNativeFusedConv2D` -> `_FusedConv2D`)."""
+    `_MklNativeFusedConv2D` -> `_FusedConv2D`); a kernel that also writes variables is one
+    kernel, its writes taking over its outputs' buffers (graph/variable_writes.py)."""
+    if op == ASSIGN_OP:
+        return STITCHED_OP
     for prefix in ("_MklNative", "_Mkl"):
         if op.startswith(prefix):
             rest = op[len(prefix) :]

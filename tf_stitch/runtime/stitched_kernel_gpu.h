@@ -62,6 +62,28 @@ class StitchedKernelGpuOp : public StitchedKernelBase {
   }
 
   void Compute(OpKernelContext* ctx) override {
+    ComputeOutputs(ctx);
+    if (ctx->status().ok()) OP_REQUIRES_OK(ctx, AssignVariables(ctx));
+  }
+
+ protected:
+  // On the op's stream, ordered after the kernel that computed `from`.
+  absl::Status CopyTensor(OpKernelContext* ctx, const Tensor& from,
+                          Tensor* to) override {
+    const uint64_t bytes = from.TotalBytes();
+    if (bytes == 0) return absl::OkStatus();
+    auto* device_context = ctx->op_device_context();
+    if (device_context == nullptr || device_context->stream() == nullptr) {
+      return Failed("the op has no GPU stream");
+    }
+    stream_executor::DeviceAddressBase src(const_cast<void*>(from.data()),
+                                           bytes);
+    stream_executor::DeviceAddressBase dst(to->data(), bytes);
+    return device_context->stream()->MemcpyD2D(&dst, src, bytes);
+  }
+
+ private:
+  void ComputeOutputs(OpKernelContext* ctx) {
     using namespace cuda_driver;  // NOLINT(build/namespaces)
     std::vector<Tensor> tensors;
     VariableLocks locks;

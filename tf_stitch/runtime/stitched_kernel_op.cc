@@ -305,8 +305,11 @@ absl::Status ReadSignature(Context* ctx, Signature* sig) {
     return InvalidArgument(prefix, "block_rows must be >= 1, got ",
                            sig->block_rows);
   }
-  if (static_cast<int64_t>(input_ranks.size()) != ctx->num_inputs()) {
-    return InvalidArgument(prefix, "Tin has ", ctx->num_inputs(),
+  // The data inputs (Tin); a StitchedKernelAssign's variables follow them.
+  std::vector<tensorflow::DataType> input_types;
+  TF_RETURN_IF_ERROR(ctx->GetAttr("Tin", &input_types));
+  if (input_ranks.size() != input_types.size()) {
+    return InvalidArgument(prefix, "Tin has ", input_types.size(),
                            " types but input_ranks has ", input_ranks.size(),
                            " entries");
   }
@@ -337,7 +340,7 @@ absl::Status InferShapes(InferenceContext* c) {
   std::vector<DimensionHandle> symbol_dims(sig.binders.size(), c->UnknownDim());
   std::vector<tensorflow::DataType> types;
   TF_RETURN_IF_ERROR(c->GetAttr("Tin", &types));
-  for (int i = 0; i < c->num_inputs(); ++i) {
+  for (int i = 0; i < static_cast<int>(sig.inputs.size()); ++i) {
     const EncodedShape& expected = sig.inputs[i];
     ShapeHandle input = c->input(i);
     if (types[i] == tensorflow::DT_RESOURCE) {  // a variable: its value's shape
@@ -802,19 +805,107 @@ class StitchedKernelBase : public OpKernel {
  public:
   explicit StitchedKernelBase(OpKernelConstruction* ctx) : OpKernel(ctx) {
     OP_REQUIRES_OK(ctx, ReadSignature(ctx, &sig_));
+    OP_REQUIRES_OK(ctx, ReadAssignments(ctx));
   }
 
  protected:
+  // A StitchedKernelAssign's variables: its inputs after the data inputs are
+  // resource handles, and output assign_outputs_[j] becomes the value of the
+  // variable of the j-th.
+  absl::Status ReadAssignments(OpKernelConstruction* ctx) {
+    const int data_inputs = static_cast<int>(sig_.inputs.size());
+    if (ctx->HasAttr("assign_outputs")) {
+      TF_RETURN_IF_ERROR(ctx->GetAttr("assign_outputs", &assign_outputs_));
+      TF_RETURN_IF_ERROR(ctx->GetAttr("validate_shapes", &validate_shapes_));
+    }
+    validate_shapes_.resize(assign_outputs_.size(), false);
+    const std::string prefix =
+        absl::StrCat("StitchedKernel '", sig_.kernel_name, "': ");
+    if (static_cast<int>(assign_outputs_.size()) !=
+        ctx->num_inputs() - data_inputs) {
+      return InvalidArgument(prefix, "assign_outputs has ",
+                             assign_outputs_.size(), " entries for ",
+                             ctx->num_inputs() - data_inputs, " variables");
+    }
+    std::set<int64_t> seen;
+    for (size_t j = 0; j < assign_outputs_.size(); ++j) {
+      const int64_t o = assign_outputs_[j];
+      if (o < 0 || o >= ctx->num_outputs() || !seen.insert(o).second) {
+        return InvalidArgument(prefix, "assign_outputs[", j, "] = ", o,
+                               " is not a distinct output index");
+      }
+      if (ctx->input_type(data_inputs + j) != tensorflow::DT_RESOURCE) {
+        return InvalidArgument(prefix, "input ", data_inputs + j,
+                               " must be a variable's resource handle");
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Makes each assigned output its variable's value, as AssignVariableOp does:
+  // under the variable's exclusive lock, the variable takes over the output's
+  // buffer (which nothing else reads), or a copy of it where a sparse access
+  // has put the variable in copy-on-read mode (no tensor may alias it then).
+  // Called once the outputs are computed, after the read locks are released.
+  absl::Status AssignVariables(OpKernelContext* ctx) {
+    const int data_inputs = static_cast<int>(sig_.inputs.size());
+    for (size_t j = 0; j < assign_outputs_.size(); ++j) {
+      const Tensor& value = *ctx->mutable_output(assign_outputs_[j]);
+      tensorflow::core::RefCountPtr<tensorflow::Var> var;
+      TF_RETURN_IF_ERROR(tensorflow::LookupOrCreateResource<tensorflow::Var>(
+          ctx, tensorflow::HandleFromInput(ctx, data_inputs + j), &var,
+          [&value](tensorflow::Var** made) {
+            *made = new tensorflow::Var(value.dtype());
+            return absl::OkStatus();
+          }));
+      tensorflow::mutex_lock lock(*var->mu());
+      if (var->tensor()->dtype() != value.dtype()) {
+        return InvalidArgument(
+            "StitchedKernel '", sig_.kernel_name, "': variable input ",
+            data_inputs + j, " holds ",
+            tensorflow::DataTypeString(var->tensor()->dtype()),
+            ", cannot assign it ", tensorflow::DataTypeString(value.dtype()));
+      }
+      if (validate_shapes_[j] && var->is_initialized &&
+          !var->tensor()->shape().IsSameSize(value.shape())) {
+        return InvalidArgument(
+            "StitchedKernel '", sig_.kernel_name, "': variable input ",
+            data_inputs + j, " has shape ", var->tensor()->shape().DebugString(),
+            ", cannot assign it a value of shape ", value.shape().DebugString());
+      }
+      if (var->copy_on_read_mode.load()) {
+        Tensor copy;
+        TF_RETURN_IF_ERROR(
+            ctx->allocate_temp(value.dtype(), value.shape(), &copy));
+        TF_RETURN_IF_ERROR(CopyTensor(ctx, value, &copy));
+        *var->tensor() = copy;
+      } else {
+        *var->tensor() = value;
+      }
+      var->is_initialized = true;
+    }
+    return absl::OkStatus();
+  }
+
+  // Copies `from` into `to` (same type and size) on the op's device.
+  virtual absl::Status CopyTensor(OpKernelContext* ctx, const Tensor& from,
+                                  Tensor* to) {
+    if (from.TotalBytes() > 0) {
+      std::memcpy(to->data(), from.data(), from.TotalBytes());
+    }
+    return absl::OkStatus();
+  }
+
   // The tensors the kernel reads: its inputs, where a resource input (a live
   // variable the function does not write) is the variable's tensor, read in
   // place under its shared lock as ResourceGather reads it. A ReadVariableOp
   // would copy the whole variable once a sparse access (a gather, a scatter)
   // has put it in copy-on-read mode.
-  static absl::Status ReadInputs(OpKernelContext* ctx,
-                                 std::vector<Tensor>* inputs,
-                                 VariableLocks* locks) {
-    inputs->resize(ctx->num_inputs());
-    for (int i = 0; i < ctx->num_inputs(); ++i) {
+  absl::Status ReadInputs(OpKernelContext* ctx, std::vector<Tensor>* inputs,
+                          VariableLocks* locks) const {
+    const int data_inputs = static_cast<int>(sig_.inputs.size());
+    inputs->resize(data_inputs);
+    for (int i = 0; i < data_inputs; ++i) {
       if (ctx->input_dtype(i) == tensorflow::DT_RESOURCE) {
         TF_RETURN_IF_ERROR(locks->Add(ctx, i));
       } else {
@@ -914,6 +1005,8 @@ class StitchedKernelBase : public OpKernel {
   }
 
   Signature sig_;
+  std::vector<int64_t> assign_outputs_;
+  std::vector<bool> validate_shapes_;
 };
 
 class StitchedKernelOp : public StitchedKernelBase {
@@ -931,6 +1024,12 @@ class StitchedKernelOp : public StitchedKernelBase {
   }
 
   void Compute(OpKernelContext* ctx) override {
+    ComputeOutputs(ctx);
+    if (ctx->status().ok()) OP_REQUIRES_OK(ctx, AssignVariables(ctx));
+  }
+
+ private:
+  void ComputeOutputs(OpKernelContext* ctx) {
     std::vector<Tensor> tensors;
     VariableLocks locks;
     OP_REQUIRES_OK(ctx, ReadInputs(ctx, &tensors, &locks));
@@ -987,7 +1086,6 @@ class StitchedKernelOp : public StitchedKernelBase {
                                 ", is not in [0, ", error_cell[2], ")"));
   }
 
- private:
   // One warning per kernel and process, however many times it is constructed.
   void WarnOnce(const absl::Status& why) const {
     static std::mutex* mu = new std::mutex;
@@ -1057,32 +1155,36 @@ class StitchedKernelOp : public StitchedKernelBase {
 
 namespace tf_stitch {
 
+// The inputs, outputs and attrs StitchedKernel and StitchedKernelAssign share
+// (a macro: REGISTER_OP takes the chain of calls that follows it).
+#define TF_STITCH_KERNEL_SIGNATURE            \
+  .Input("inputs: Tin")                       \
+      .Output("outputs: Tout")                \
+      .Attr("Tin: list(type) >= 0")           \
+      .Attr("Tout: list(type) >= 1")          \
+      .Attr("kernel_name: string")            \
+      .Attr("cache_key: string")              \
+      .Attr("source: string")                 \
+      .Attr("input_ranks: list(int)")         \
+      .Attr("input_dims: list(int)")          \
+      .Attr("output_ranks: list(int)")        \
+      .Attr("output_dims: list(int)")         \
+      .Attr("unit_dims: list(int)")           \
+      .Attr("unit_cost: int")                 \
+      .Attr("block_rows: int = 1")            \
+      .Attr("schedule: string = ''")          \
+      .Attr("cuda_key: string = ''")          \
+      .Attr("cuda_launch: string = ''")       \
+      .Attr("row_dims: list(int) = []")       \
+      .Attr("cuda_gathers: bool = false")     \
+      .Attr("binary: string = ''")            \
+      .Attr("binary_target: string = ''")     \
+      .Attr("cuda_binary: string = ''")       \
+      .Attr("fallback: list(func) = []")      \
+      .SetShapeFn(InferShapes)
+
 REGISTER_OP("StitchedKernel")
-    .Input("inputs: Tin")
-    .Output("outputs: Tout")
-    .Attr("Tin: list(type) >= 0")
-    .Attr("Tout: list(type) >= 1")
-    .Attr("kernel_name: string")
-    .Attr("cache_key: string")
-    .Attr("source: string")
-    .Attr("input_ranks: list(int)")
-    .Attr("input_dims: list(int)")
-    .Attr("output_ranks: list(int)")
-    .Attr("output_dims: list(int)")
-    .Attr("unit_dims: list(int)")
-    .Attr("unit_cost: int")
-    .Attr("block_rows: int = 1")
-    .Attr("schedule: string = ''")
-    .Attr("cuda_key: string = ''")
-    .Attr("cuda_launch: string = ''")
-    .Attr("row_dims: list(int) = []")
-    .Attr("cuda_gathers: bool = false")
-    .Attr("binary: string = ''")
-    .Attr("binary_target: string = ''")
-    .Attr("cuda_binary: string = ''")
-    .Attr("fallback: list(func) = []")
-    .SetShapeFn(InferShapes)
-    .Doc(R"doc(
+TF_STITCH_KERNEL_SIGNATURE.Doc(R"doc(
 Runs a fused kernel compiled by tf_stitch from the shared library
 <cache_dir>/kernels/<cache_key[:2]>/<cache_key>.so over TensorFlow's CPU
 thread pool, or (nodes labeled `_kernel: "cuda"`, on a GPU) its CUDA build
@@ -1090,18 +1192,48 @@ thread pool, or (nodes labeled `_kernel: "cuda"`, on a GPU) its CUDA build
 encoded as d >= 0 (static) or d < 0 (symbol -1-d).
 )doc");
 
+// Stateful: Grappler must neither prune it nor turn it into a NoOp when no op
+// reads its outputs (the writes of a training step).
+REGISTER_OP("StitchedKernelAssign")
+TF_STITCH_KERNEL_SIGNATURE.Input("variables: N * resource")
+    .Attr("N: int >= 1")
+    .Attr("assign_outputs: list(int)")
+    .Attr("validate_shapes: list(bool) = []")
+    .SetIsStateful()
+    .Doc(R"doc(
+A StitchedKernel that also writes variables: once its outputs are computed,
+output assign_outputs[j] becomes the value of variables[j], as an
+AssignVariableOp of it would make it (under the variable's lock; a copy where
+the variable is in copy-on-read mode), with validate_shapes[j] (default false)
+as its validate_shape.
+)doc");
+
+#undef TF_STITCH_KERNEL_SIGNATURE
+
 // The macro pastes its argument's first token, so `Name` must be unqualified.
 using ::tensorflow::register_kernel::Name;
-REGISTER_KERNEL_BUILDER(Name("StitchedKernel").Device(::tensorflow::DEVICE_CPU),
-                        StitchedKernelOp);
 // Nodes with a CUDA build carry `_kernel: "cuda"`: the GPU kernel where there is
 // a GPU, the CPU kernel elsewhere (stitched_kernel_gpu.h).
+REGISTER_KERNEL_BUILDER(Name("StitchedKernel").Device(::tensorflow::DEVICE_CPU),
+                        StitchedKernelOp);
 REGISTER_KERNEL_BUILDER(
     Name("StitchedKernel").Device(::tensorflow::DEVICE_CPU).Label("cuda"),
     StitchedKernelOp);
 REGISTER_KERNEL_BUILDER(
     Name("StitchedKernel").Device(::tensorflow::DEVICE_GPU).Label("cuda"),
     StitchedKernelGpuOp);
+// A variable's resource handle lives in host memory, wherever its value is.
+REGISTER_KERNEL_BUILDER(
+    Name("StitchedKernelAssign").Device(::tensorflow::DEVICE_CPU),
+    StitchedKernelOp);
+REGISTER_KERNEL_BUILDER(
+    Name("StitchedKernelAssign").Device(::tensorflow::DEVICE_CPU).Label("cuda"),
+    StitchedKernelOp);
+REGISTER_KERNEL_BUILDER(Name("StitchedKernelAssign")
+                            .Device(::tensorflow::DEVICE_GPU)
+                            .Label("cuda")
+                            .HostMemory("variables"),
+                        StitchedKernelGpuOp);
 
 }  // namespace tf_stitch
 
