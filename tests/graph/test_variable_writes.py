@@ -193,3 +193,29 @@ def test_writes_that_must_stay_assigns() -> None:
         targets, moved = write_in_kernels(g, handles, fetches, ["assign"])
         assert not moved and targets == ["assign"], why
         assert g.SerializeToString() == before, why  # untouched (no attr added on the way)
+
+
+def test_a_write_is_not_moved_into_a_kernel_that_a_moved_write_s_waiters_follow() -> None:
+    """k2 feeds k; k takes over its write, so what waited for that write now follows k and k2.
+    A write of k2's output that waits for such a node stays an assign: in k2 it would wait for
+    its own successor."""
+    g = graph_pb2.GraphDef()
+
+    def node(name: str, op: str, *inputs: str) -> Any:
+        n = g.node.add(name=name, op=op)
+        n.input.extend(inputs)
+        return n
+
+    for v in ("w", "u"):
+        node(v, "Placeholder").attr["dtype"].type = types_pb2.DT_RESOURCE
+    node("x", "Placeholder").attr["dtype"].type = types_pb2.DT_FLOAT
+    node("k2", "StitchedKernel", "x")
+    node("k", "StitchedKernel", "k2:0")
+    node("assign", "AssignVariableOp", "w", "k:1")
+    node("after", "Identity", "x", "^assign")
+    node("assign2", "AssignVariableOp", "u", "k2:1", "^after")
+    handles = {name: HANDLES["w"] for name in ("w", "u")}
+    targets, moved = write_in_kernels(g, handles, [], ["assign", "assign2"])
+    assert moved == {"assign": "k"} and targets == ["k", "assign2"]
+    nodes = {n.name: n for n in g.node}
+    assert list(nodes["after"].input) == ["x", "^k"] and nodes["k2"].op == "StitchedKernel"

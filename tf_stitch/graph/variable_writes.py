@@ -17,6 +17,7 @@ stays an AssignVariableOp.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -38,16 +39,21 @@ def write_in_kernels(
     are the tensors the function returns and `targets` the nodes it runs for their effects.
     `graph_def` is changed in place. Returns the new targets and {moved write: kernel}."""
     nodes = {n.name: n for n in graph_def.node}
+    fetched = set(map(_tensor, fetches))
+    readers = Counter(_tensor(i) for n in graph_def.node for i in n.input if not i.startswith("^"))
+    consumers: dict[str, set[str]] = {}  # by data or control edges, kept up to date by _move
+    for n in graph_def.node:
+        for i in n.input:
+            consumers.setdefault(_node(i), set()).add(n.name)
     moved: dict[str, str] = {}
     for write in [n for n in graph_def.node if n.op == "AssignVariableOp"]:
-        kernel = _kernel_taking(write, nodes, variables, set(map(_tensor, fetches)))
+        kernel = _kernel_taking(write, nodes, variables, fetched, readers, consumers)
         if kernel is None:
             continue
-        _move(write, kernel, nodes)
+        _move(write, kernel, nodes, consumers)
         moved[write.name] = kernel.name
     if not moved:
         return list(targets), moved
-    _redirect_waits(graph_def, moved)
     kept = [n for n in graph_def.node if n.name not in moved]
     del graph_def.node[:]
     graph_def.node.extend(_topological(kept))
@@ -63,13 +69,22 @@ def _tensor(name: str) -> str:
     return name if ":" in name else f"{name}:0"
 
 
+def _node(name: str) -> str:
+    return name.lstrip("^").split(":")[0]
+
+
 def _kernel_taking(
-    write: Any, nodes: Mapping[str, Any], variables: Mapping[str, Any], fetched: set[str]
+    write: Any,
+    nodes: Mapping[str, Any],
+    variables: Mapping[str, Any],
+    fetched: set[str],
+    readers: Counter[str],
+    consumers: Mapping[str, set[str]],
 ) -> Any:
     """The StitchedKernel that can take `write` over, else None."""
     if len(write.input) < 2:
         return None
-    handle = nodes.get(write.input[0].split(":")[0])
+    handle = nodes.get(_node(write.input[0]))
     if (
         handle is None
         or handle.op != "Placeholder"
@@ -78,43 +93,34 @@ def _kernel_taking(
     ):
         return None
     value = _tensor(write.input[1])
-    kernel = nodes.get(value.split(":")[0])
+    kernel = nodes.get(_node(value))
     if kernel is None or kernel.op not in (STITCHED_OP, ASSIGN_OP) or value in fetched:
         return None
     on_gpu = "GPU" in str(getattr(variables[handle.name], "device", "")).upper()
     if on_gpu and ("_kernel" not in kernel.attr or kernel.attr["_kernel"].s != _CUDA_LABEL):
         return None  # the kernel would be placed on the variable's GPU, with no build there
-    if _readers(nodes, value) != 1:
+    if readers[value] != 1:
         return None
     waits = {i[1:] for i in write.input if i.startswith("^")}
-    if waits & _descendants(nodes, kernel.name):
+    if waits & _descendants(consumers, kernel.name):
         return None  # the kernel precedes something the write waits for
     return kernel
 
 
-def _readers(nodes: Mapping[str, Any], tensor: str) -> int:
-    return sum(
-        1 for n in nodes.values() for i in n.input if not i.startswith("^") and _tensor(i) == tensor
-    )
-
-
-def _descendants(nodes: Mapping[str, Any], start: str) -> set[str]:
+def _descendants(consumers: Mapping[str, set[str]], start: str) -> set[str]:
     """`start` and every node that runs after it by data or control edges."""
-    consumers: dict[str, list[str]] = {}
-    for n in nodes.values():
-        for i in n.input:
-            consumers.setdefault(i.lstrip("^").split(":")[0], []).append(n.name)
     seen, stack = {start}, [start]
     while stack:
-        for c in consumers.get(stack.pop(), []):
+        for c in consumers.get(stack.pop(), ()):
             if c not in seen:
                 seen.add(c)
                 stack.append(c)
     return seen
 
 
-def _move(write: Any, kernel: Any, nodes: dict[str, Any]) -> None:
-    """Makes `kernel` write `write`'s variable and wait for what `write` waited for."""
+def _move(write: Any, kernel: Any, nodes: dict[str, Any], consumers: dict[str, set[str]]) -> None:
+    """Makes `kernel` write `write`'s variable and wait for what `write` waited for; whatever
+    waited for `write` waits for `kernel` (at once, so that later moves see those edges)."""
     if kernel.op == STITCHED_OP:
         kernel.op = ASSIGN_OP
         kernel.attr["N"].i = 0
@@ -125,6 +131,7 @@ def _move(write: Any, kernel: Any, nodes: dict[str, Any]) -> None:
     for i in write.input[2:]:
         if i.startswith("^") and i not in waits:
             waits.append(i)
+            consumers.setdefault(i[1:], set()).add(kernel.name)
     del kernel.input[:]
     kernel.input.extend([*data, write.input[0], *waits])
     kernel.attr["N"].i += 1
@@ -132,21 +139,19 @@ def _move(write: Any, kernel: Any, nodes: dict[str, Any]) -> None:
     kernel.attr["assign_outputs"].list.i.append(int(value.split(":")[1]))
     validate = "validate_shape" in write.attr and write.attr["validate_shape"].b
     kernel.attr["validate_shapes"].list.b.append(validate)
-    del nodes[write.name]
-
-
-def _redirect_waits(graph_def: graph_pb2.GraphDef, moved: Mapping[str, str]) -> None:
-    """Every control input on a moved write becomes one on the kernel that took it over."""
-    for n in graph_def.node:
-        if not any(i.startswith("^") and i[1:] in moved for i in n.input):
-            continue
+    for name in consumers.pop(write.name, set()):
+        waiting = nodes[name]
         inputs: list[str] = []
-        for i in n.input:
-            i = f"^{moved[i[1:]]}" if i.startswith("^") and i[1:] in moved else i
+        for i in waiting.input:
+            i = f"^{kernel.name}" if i == f"^{write.name}" else i
             if i not in inputs or not i.startswith("^"):
                 inputs.append(i)
-        del n.input[:]
-        n.input.extend(inputs)
+        del waiting.input[:]
+        waiting.input.extend(inputs)
+        consumers[kernel.name].add(name)
+    for i in write.input:
+        consumers.get(_node(i), set()).discard(write.name)
+    del nodes[write.name]
 
 
 def _topological(nodes: list[Any]) -> list[Any]:
@@ -167,7 +172,7 @@ def _topological(nodes: list[Any]) -> list[Any]:
             entered.add(node.name)
             stack.append((node, True))
             for i in reversed(node.input):
-                dep = by_name.get(i.lstrip("^").split(":")[0])
+                dep = by_name.get(_node(i))
                 if dep is not None and dep.name not in entered:
                     stack.append((dep, False))
     return order

@@ -26,6 +26,7 @@ import tensorflow as tf
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
 from tf_stitch.graph.frontends import is_keras_model
+from tf_stitch.graph.variable_writes import ASSIGN_OP, STITCHED_OP
 from tf_stitch.profiler import leveled, stability
 from tf_stitch.profiler.export_otlp import export_otlp
 from tf_stitch.profiler.export_xplane import add_levels
@@ -121,7 +122,7 @@ def _fusion_groups(model_or_fn: Any) -> list[dict[str, Any]]:
 
 
 def _ran_stitched_kernels(steps: list[list[Span]]) -> bool:
-    kernels = ("StitchedKernel", "StitchedKernelAssign")
+    kernels = (STITCHED_OP, ASSIGN_OP)
     return any(s.level == "op" and s.type in kernels for step in steps for s in step)
 
 

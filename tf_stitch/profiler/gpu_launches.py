@@ -42,11 +42,11 @@ from tensorflow.core.framework import function_pb2, node_def_pb2, types_pb2
 from tf_stitch.graph.callable import IMPORT_SCOPE
 from tf_stitch.graph.ir import DTYPE_BYTES, Graph, Node, TensorRef
 from tf_stitch.graph.values import constant_value
+from tf_stitch.graph.variable_writes import ASSIGN_OP
 from tf_stitch.profiler.gpu_layout import fused_call_kernels, layout_transposes
 from tf_stitch.profiler.op_launches import OpLaunches
 
 STITCHED_OP = "StitchedKernel"
-ASSIGN_OP = "StitchedKernelAssign"
 
 # TF ops known to launch more than one GPU kernel per run, and why.
 GPU_KERNELS: dict[str, tuple[int, str]] = {
