@@ -77,6 +77,35 @@ def test_gradients_applied_outside_are_seen_and_the_loss_falls_as_in_tensorflow(
     np.testing.assert_allclose(got, expected, rtol=1e-5)
 
 
+def test_an_lstms_gradients_taken_inside_and_applied_outside_follow_tensorflow() -> None:
+    """The LSTM's While passes its weights' handles through; converted to their values, the
+    gradient's VariableShape of that loop's output read a float (TensorFlow refused the
+    graph): it is a Shape of the value now (graph/freeze.py `shapes_of_values`)."""
+
+    def run(stitch: bool) -> list[float]:
+        model = _model()
+        x = tf.random.stateless_normal([4, 6, 5], [2, 3])
+        y = tf.random.stateless_normal([4, 3], [2, 4])
+
+        def loss_and_grads(x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, list[tf.Tensor]]:
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(x, training=True) - y))
+            return loss, tape.gradient(loss, model.trainable_variables)
+
+        step = tf_stitch.function(loss_and_grads) if stitch else tf.function(loss_and_grads)
+        losses = []
+        for _ in range(3):
+            loss, grads = step(x, y)
+            for v, g in zip(model.trainable_variables, grads, strict=True):
+                v.assign_sub(0.01 * g)
+            losses.append(float(loss))
+        return losses
+
+    expected, got = run(False), run(True)
+    assert expected[-1] < expected[0]  # it learns
+    np.testing.assert_allclose(got, expected, rtol=1e-4)
+
+
 def test_optimize_keeps_variables_live_and_freeze_true_folds_them() -> None:
     v = tf.Variable([1.0, 2.0, 3.0])
     fn = tf.function(lambda x: tf.nn.relu(x * v + 1.0), input_signature=[spec(None, 3)])

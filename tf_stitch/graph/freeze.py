@@ -118,6 +118,7 @@ def _frozen(concrete: Any, hold: bool, live: bool) -> Frozen:
         if id(t) not in variables and t.name.split(":")[0] not in written
     ]
     outputs = [t.name for t in concrete.outputs]
+    shapes_of_values(graph_def)
     targets = [nd.name for nd in graph_def.node if nd.op.startswith(_WRITERS)]
     _prune(graph_def, inputs + outputs + targets)
     kept = {}
@@ -290,6 +291,53 @@ def check_no_variable_writes(graph_def: GraphDef, main_graph: bool = True) -> No
                     "graph only; write them outside the loop, or run it with tf.function"
                 )
             )
+
+
+def shapes_of_values(graph_def: GraphDef) -> int:
+    """Turns each VariableShape whose input the converter made a value into a Shape of that
+    value, in place; returns how many. A loop passing a variable's handle through (a Keras
+    LSTM's While) passes its value once converted, and the gradient's VariableShape of that
+    loop's output then read a float tensor: TensorFlow could not import the graph."""
+    changed = 0
+    for nd in graph_def.node:
+        if nd.op == "VariableShape" and nd.input:
+            producer, _, index = nd.input[0].partition(":")
+            changed += _to_shape(nd, _output_dtype(graph_def.node, producer, int(index or 0)))
+    for fdef in graph_def.library.function:
+        args = {a.name: a.type for a in fdef.signature.input_arg}
+        for nd in fdef.node_def:
+            if nd.op == "VariableShape" and nd.input:
+                producer, _, rest = nd.input[0].partition(":")
+                if producer in args and not rest:
+                    changed += _to_shape(nd, args[producer])
+                elif rest.count(":") == 1:
+                    index = int(rest.rpartition(":")[2])
+                    changed += _to_shape(nd, _output_dtype(fdef.node_def, producer, index))
+    return changed
+
+
+def _output_dtype(nodes: Any, name: str, index: int) -> int | None:
+    """The dtype (enum) of output `index` of node `name`, where its attributes say it."""
+    node = next((nd for nd in nodes if nd.name == name), None)
+    if node is None:
+        return None
+    for key in ("T", "Tout", "dtype"):
+        if key not in node.attr:
+            continue
+        value = node.attr[key]
+        if value.list.type:
+            return value.list.type[index] if index < len(value.list.type) else None
+        if value.type and index == 0:
+            return int(value.type)
+    return None
+
+
+def _to_shape(nd: Any, dtype: int | None) -> int:
+    if dtype is None or dtype == tf.resource.as_datatype_enum:
+        return 0
+    nd.op = "Shape"
+    nd.attr["T"].type = dtype
+    return 1
 
 
 def _make_placeholder(nd: Any, value: np.ndarray) -> None:

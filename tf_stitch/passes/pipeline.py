@@ -24,6 +24,7 @@ from tf_stitch.passes.common_subexpressions import eliminate_common_subexpressio
 from tf_stitch.passes.concat_grads import concat_grads
 from tf_stitch.passes.constant_views import fold_constant_views
 from tf_stitch.passes.control_deps import drop_pure_control_deps
+from tf_stitch.passes.dead_accumulators import drop_dead_accumulators
 from tf_stitch.passes.decompose_add_n import decompose_add_n
 from tf_stitch.passes.decompose_batch_norm import decompose_batch_norm
 from tf_stitch.passes.decompose_bias_add import decompose_bias_add
@@ -129,6 +130,9 @@ def run_pipeline(graph: Graph, options: Options | None = None) -> tuple[Graph, P
             dumper.graph(i, p.name, graph)
     # the bodies of loops: the same pipeline on each, as a graph of its own
     graph = optimize_loop_bodies(graph, ctx, run_pipeline, seeds)
+    graph = drop_dead_accumulators.run(
+        graph, ctx
+    )  # what the stitched gradient loops no longer read
     if level >= 2:
         for record in ctx.records:
             _print(f"[tf_stitch]   {record}")
