@@ -37,6 +37,7 @@ from tf_stitch.passes.fold_channel_scales import fold_channel_scales
 from tf_stitch.passes.fold_constants import fold_constants
 from tf_stitch.passes.forward_writes import forward_writes
 from tf_stitch.passes.identities import forward_identities
+from tf_stitch.passes.invariant_accumulators import give_invariants_once
 from tf_stitch.passes.live_batch_norms import live_batch_norms
 from tf_stitch.passes.loop_bodies import optimize_loop_bodies
 from tf_stitch.passes.nchw_layout import nchw_layout
@@ -130,9 +131,10 @@ def run_pipeline(graph: Graph, options: Options | None = None) -> tuple[Graph, P
             dumper.graph(i, p.name, graph)
     # the bodies of loops: the same pipeline on each, as a graph of its own
     graph = optimize_loop_bodies(graph, ctx, run_pipeline, seeds)
-    graph = drop_dead_accumulators.run(
-        graph, ctx
-    )  # what the stitched gradient loops no longer read
+    # what the stitched gradient loops read no more, or read the same on every trip, is not
+    # saved for them on every trip of the forward loops
+    graph = drop_dead_accumulators.run(graph, ctx)
+    graph = give_invariants_once.run(graph, ctx)
     if level >= 2:
         for record in ctx.records:
             _print(f"[tf_stitch]   {record}")
