@@ -149,3 +149,20 @@ def test_static_sizes_read_from_a_partly_known_shape_become_constants() -> None:
     assert mask is not None and mask.tolist() == np.tril(np.ones([5, 5])).tolist()
     assert out.node("batch").op != "Const"  # the batch is known only at run time
     assert_same_values(g, out)
+
+
+def test_an_axis_computed_modulo_a_rank_folds_and_then_the_size_at_it() -> None:
+    """A layer norm's gradient takes `Prod(Gather(Shape(x), axes % rank))`: the modulo folds
+    (TensorFlow computes it), then the size it picks is static although the batch is not."""
+
+    def build_moments_count() -> None:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 4, 6], name="x")
+        axes = tf.math.floormod(tf.constant([-1]), tf.rank(x), name="axes")
+        count = tf.reduce_prod(tf.gather(tf.shape(x), axes), name="count")
+        tf.identity(tf.reduce_sum(x, -1) / tf.cast(count, tf.float32), name="out")
+
+    g = v1_graph(build_moments_count, inputs=["x"], outputs=["out"])
+    out = run_pass(fold_constants, g)
+    assert constant_value(out, ref("axes")).tolist() == [2]
+    assert constant_value(out, ref("count")) == 6
+    assert_same_values(g, out)

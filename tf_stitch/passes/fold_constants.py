@@ -17,6 +17,7 @@ from tf_stitch.graph.shape_values import partial_value
 from tf_stitch.passes.base import PassContext, graph_pass
 
 MAX_FOLDED_ELEMENTS = 1 << 16
+MAX_SWEEPS = 4
 _FOLDABLE_KINDS = (OpKind.ELEMENTWISE, OpKind.REDUCE, OpKind.RESHAPE, OpKind.BROADCAST)
 # Array ops that build shapes and permutations (tf.tensordot, Keras) and are safe to fold.
 _FOLDABLE_ARRAY_OPS = frozenset(
@@ -36,6 +37,12 @@ _FOLDABLE_ARRAY_OPS = frozenset(
         "OnesLike",
         "MatrixBandPart",
         "InvertPermutation",
+        # integer arithmetic the fuser leaves to TensorFlow (a gradient's axis modulo a rank)
+        "FloorMod",
+        "FloorDiv",
+        "TruncateMod",
+        "TruncateDiv",
+        "Mod",
     }
 )
 # Ops of shape arithmetic whose value graph/shape_values.py may know from static sizes alone.
@@ -48,10 +55,24 @@ _SHAPE_OPS = frozenset({"Shape", "Size", "Rank"})
 
 @graph_pass("fold-constants")
 def fold_constants(graph: Graph, ctx: PassContext) -> Graph:
-    """Replaces fusible ops whose inputs are all constant (and whose result is small)."""
+    """Replaces fusible ops whose inputs are all constant (and whose result is small), until
+    none is left: a value folded may make the shape arithmetic after it static (a gradient's
+    axis modulo a rank, then the size at that axis)."""
+    out = graph.copy()
+    for _ in range(MAX_SWEEPS):
+        folded = _sweep(out)
+        if folded is None:
+            break
+        out = folded
+    return out
+
+
+def _sweep(graph: Graph) -> Graph | None:
+    """One pass over `graph` in order; None where nothing folds."""
     out = graph.copy()
     constant: set[str] = set()
     folds: list[Node] = []
+    changed = False
     keep = {r.node for r in graph.inputs}
     for node in graph.topological_order():
         if node.op == "Const" and not node.control_inputs and node.name not in keep:
@@ -60,11 +81,13 @@ def fold_constants(graph: Graph, ctx: PassContext) -> Graph:
             # The value is the input's static shape: no need to compute the input.
             out.nodes[node.name] = _const_node(node, _shape_value(graph, node))
             constant.add(node.name)
+            changed = True
         elif _known_shape_value(graph, node, keep):
             # Shape arithmetic that only reads sizes known now (a sequence length).
             known = partial_value(graph, node.output(0))
             out.nodes[node.name] = _const_node(node, np.asarray(known, _np_int(node)))
             constant.add(node.name)
+            changed = True
         elif _foldable(node, constant, keep):
             constant.add(node.name)
             folds.append(node)
@@ -72,7 +95,7 @@ def fold_constants(graph: Graph, ctx: PassContext) -> Graph:
         values = evaluate(out, sorted(constant), [n.output(0) for n in folds])
         for node, value in zip(folds, values, strict=True):
             out.nodes[node.name] = _const_node(node, value)
-    return out
+    return out if changed or folds else None
 
 
 def _const_node(node: Node, value: np.ndarray) -> Node:

@@ -57,6 +57,7 @@ from tf_stitch.passes.static_reshape import static_reshape
 from tf_stitch.passes.stitch import stitch
 from tf_stitch.passes.sum_of_products import sum_of_products
 from tf_stitch.passes.transpose_views import transpose_views
+from tf_stitch.passes.unit_reductions import unit_reductions
 from tf_stitch.passes.view_copies import rejoin_view_copies, view_copies
 
 PIPELINE: tuple[Pass, ...] = (
@@ -76,6 +77,7 @@ PIPELINE: tuple[Pass, ...] = (
     concat_grads,  # a concatenation's gradient: Slices at offsets known now -> constant bounds
     static_reshape,  # Reshape targets computed from Shape -> constants
     slice_views,  # x[:, None] and friends -> Reshape
+    unit_reductions,  # reductions over size-1 axes only (a loss's Prod([batch])) -> Reshape
     transpose_views,  # Transposes that only move size-1 axes -> Reshape
     pack_views,  # Transpose/ReverseV2 of a Pack -> a Pack along the final axis
     batch_matmuls,  # an unrolled RNN's per-step input projections -> one matmul
