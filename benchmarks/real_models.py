@@ -3,6 +3,8 @@
     python benchmarks/real_models.py [--only resnet50,t5_small] [--zoo all|NAME,...]
         [--rounds 15] [--confirm-rounds 25] [--keras-init] [--freeze] [--no-xla-gpu]
         [--json out.json]
+    python benchmarks/real_models.py --fill-gpu-counts run.json --json filled.json
+
 
 The models (benchmarks/model_builders.py) are built from configuration with public code
 (keras.applications ResNet50, EfficientNet-B0, MobileNetV3-Small, DenseNet121, InceptionV3,
@@ -166,8 +168,19 @@ def main() -> int:
         "--freeze", action="store_true", help="freeze the variables (serving), not live"
     )
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument(
+        "--fill-gpu-counts",
+        metavar="RUN_JSON",
+        help="count the GPU plans a --json file's rows lack (their child failed or timed out) "
+        "and write the file with them to --json; the other columns stay as measured",
+    )
     parser.add_argument("--gpu-plan-of", help=argparse.SUPPRESS)  # a child: see gpu_plan_child
     args = parser.parse_args()
+    if args.fill_gpu_counts:
+        if not args.json:
+            parser.error("--fill-gpu-counts needs --json (where to write the filled file)")
+        fill_gpu_counts(args.fill_gpu_counts, args.json, args)
+        return 0
     if args.gpu_plan_of:
         model = _build(args.gpu_plan_of, args)
         report(count_gpu_plan(model.fn, model.signature, model.inputs, args.freeze))
@@ -251,6 +264,52 @@ def gpu_plan_child(name: str, m: Measurement, args: argparse.Namespace) -> None:
         "process with oneDNN on (this one runs TensorFlow's default, oneDNN off)"
     )
     m.notes.extend(f"GPU count: {n}" for n in child.notes)
+
+
+def fill_gpu_counts(source: str, out: str, args: argparse.Namespace) -> int:
+    """Counts in a child (gpu_plan_child's) the GPU plan of each row of `source` that has no
+    GPU count, and writes `source` with them to `out` after each; how many were filled. Pass
+    the run's own --seed, --keras-init and --freeze."""
+    try:
+        payload = json.loads(Path(source).read_text())
+        results = payload["results"]
+        rows = [(name, row, row["kernels"]) for name, row in results.items()]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise SystemExit(f"{source}: not a real_models.py --json file ({e})") from None
+    filled = 0
+    when = run_header()[0]
+    for name, row, kernels in rows:
+        if kernels.get("tf_stitch_gpu") is not None:
+            continue
+        argv = [__file__, "--gpu-plan-of", name, "--seed", str(args.seed)]
+        argv += ["--keras-init"] * args.keras_init + ["--freeze"] * args.freeze
+        try:
+            child = count_in_child(argv)
+        except (RuntimeError, subprocess.TimeoutExpired) as e:
+            print(f"{name}: {e}", flush=True)
+            continue
+        kernels["tf_stitch_gpu"] = child.kernels
+        row["gpu_by_type"] = child.by_type
+        row["max_abs_error"] = max(row.get("max_abs_error", 0.0), child.max_abs_error)
+        row["outputs_match"] = row.get("outputs_match", True) and child.outputs_match
+        notes = [n for n in row.get("notes", []) if not n.startswith("GPU count")]
+        notes.append(f"GPU count: counted later ({when}, --fill-gpu-counts), with oneDNN on")
+        row["notes"] = notes + [f"GPU count: {n}" for n in child.notes]
+        filled += 1
+        print(
+            f"{name}: {child.kernels} kernels (GPU model), outputs match: {child.outputs_match}",
+            flush=True,
+        )
+        _write_payload(out, payload)
+    if not filled:
+        _write_payload(out, payload)
+    return filled
+
+
+def _write_payload(path: str, payload: dict[str, Any]) -> None:
+    tmp = Path(path).with_suffix(".partial")
+    tmp.write_text(json.dumps(payload, indent=2))
+    tmp.replace(path)
 
 
 def _write_json(path: str, now: str, results: dict[str, Measurement]) -> None:
