@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tensorflow.core.framework import function_pb2
 from tensorflow.core.framework.function_pb2 import FunctionDef
 
+from tf_stitch.graph.functions import function_uses
 from tf_stitch.graph.ir import FuncRef, Graph, Node, TensorRef
 from tf_stitch.graph.loop_constants import WHILE_OPS
 
@@ -44,15 +46,7 @@ class Library:
         self.proto = function_pb2.FunctionDefLibrary()
         self.proto.ParseFromString(graph.library)
         self.functions = {f.signature.name: f for f in self.proto.function}
-        self.uses: Counter[str] = Counter()
-        for node in graph:
-            self.uses.update(v.name for v in node.attrs.values() if isinstance(v, FuncRef))
-        for fdef in self.proto.function:
-            for nd in fdef.node_def:
-                for value in nd.attr.values():
-                    if value.HasField("func"):
-                        self.uses[value.func.name] += 1
-                    self.uses.update(f.name for f in value.list.func)
+        self.uses = function_uses(graph)
 
     def own(self, loop: Node, part: str = "body") -> FunctionDef | None:
         """`loop`'s body (or cond), where no other node calls it."""
@@ -71,6 +65,14 @@ class Library:
         self.proto.function.add().CopyFrom(edited)
         self.functions[edited.signature.name] = edited
         loop.attrs[part] = FuncRef(edited.signature.name, {})
+
+    def pass_lists_through(self, loop: Node, indices: Iterable[int]) -> None:
+        """Points `loop` at a copy of its body that returns its list arguments at `indices` as
+        it got them (`pass_through`)."""
+        body = edited(self.functions[loop.attrs["body"].name])
+        for i in indices:
+            pass_through(body, i)
+        self.replace(loop, "body", body)
 
     def serialized(self) -> bytes:
         return self.proto.SerializeToString()

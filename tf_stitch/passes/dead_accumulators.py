@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 
 from tf_stitch.fusion.decision import Record, allow
-from tf_stitch.graph.accumulators import Library, accumulators, edited, pass_through
+from tf_stitch.graph.accumulators import Library, accumulators
 from tf_stitch.graph.ir import Graph
 from tf_stitch.passes.base import PassContext, graph_pass
 
@@ -35,11 +35,7 @@ def drop_dead_accumulators(graph: Graph, ctx: PassContext) -> Graph:
         edits.setdefault(acc.forward, []).append(acc.index)
         edits.setdefault(acc.backward, []).append(acc.backward_index)
     for loop_name, indices in edits.items():
-        loop = out.node(loop_name)
-        body = edited(library.functions[loop.attrs["body"].name])
-        for i in indices:
-            pass_through(body, i)
-        library.replace(loop, "body", body)
+        library.pass_lists_through(out.node(loop_name), indices)
     out.library = library.serialized()
     for name, n in sorted(Counter(acc.forward for acc in dead).items()):
         ctx.records.append(

@@ -58,11 +58,7 @@ def give_invariants_once(graph: Graph, ctx: PassContext) -> Graph:
         forward_edits.setdefault(acc.forward, []).append(acc.index)
         backward_edits.setdefault(acc.backward, []).append((acc, value))
     for name, indices in forward_edits.items():
-        loop = out.node(name)
-        body = edited(library.functions[loop.attrs["body"].name])
-        for i in indices:
-            pass_through(body, i)
-        library.replace(loop, "body", body)
+        library.pass_lists_through(out.node(name), indices)
     for name, edits in backward_edits.items():
         _give_values(out, library, out.node(name), edits)
     out.library = library.serialized()
