@@ -171,6 +171,13 @@ CASES = [
         1,
         remaining={"Shape": 1, "Size": 1, "Slice": 1},  # (integers on the host)
     ),
+    Case(  # a loss: the total divided by a count the kernel converts (one value per row too)
+        "mean_loss",
+        lambda x: tf.math.divide_no_nan(tf.reduce_sum(x), tf.cast(tf.size(x), F) * 2.0),
+        [spec(None, 11)],
+        1,
+        remaining={"Size": 1},
+    ),
     Case(  # 0 where the denominator is +-0, whatever the numerator (NaN, inf)
         "div_no_nan",
         lambda x, y: tf.math.divide_no_nan(x, tf.nn.relu(y)) * 2.0,

@@ -14,6 +14,7 @@ from tf_stitch.graph.frontends import is_keras_model
 from tf_stitch.graph.op_view import graph_of_function
 from tf_stitch.optimize import OptimizedFunction, StitchFunction, optimize
 from tf_stitch.passes.nchw_layout import has_nhwc_convolutions, needs_nchw_host
+from tf_stitch.passes.packed_accumulators import has_packed_accumulators
 from tf_stitch.profiler.gpu_launches import GpuLaunches, count_gpu_launches
 from tf_stitch.profiler.hlo_kernels import HloKernels, count_xla_cpu_launches
 from tf_stitch.profiler.op_launches import OpLaunches, count_tf_launches
@@ -151,6 +152,7 @@ def _gpu_variant(
         has_nhwc_convolutions(optimized.graph)
         or has_cpu_only_epilogues(optimized.graph)
         or has_cpu_only_splits(optimized.context.records)
+        or has_packed_accumulators(optimized.context.records)
     ):
         return optimized, call
     gpu = optimize(optimized.original, conv_layout="NCHW", freeze=not optimized.variables)

@@ -184,3 +184,20 @@ def test_a_reshape_that_only_adds_a_leading_unit_dim_is_a_free_view() -> None:
     assert layout.placements[ref(graph, "Exp")].axes == (1, 2)
     assert layout.placements[ref(graph, "Reshape")].axes == (0, 1, 2)
     assert op_kind("Reshape") is OpKind.RESHAPE
+
+
+def test_a_scalar_computed_per_element_is_read_per_row_too() -> None:
+    # a loss: the total over the batch divided by a count computed in the group (one value
+    # everywhere, so the per-row division may read it)
+    def fn(x: tf.Tensor, n: tf.Tensor) -> tf.Tensor:
+        return tf.math.divide_no_nan(tf.reduce_sum(x), tf.cast(n, tf.float32) * 2.0)
+
+    graph, layout = layout_of(fn, S([6]), tf.TensorSpec([], tf.int32))
+    count = layout.placements[ref(graph, "Mul")]
+    assert (count.frame, count.dims) == (FULL, ())
+    assert layout.placements[ref(graph, "DivNoNan")].frame == OUTER
+
+
+def test_a_row_vector_computed_per_element_still_does_not_mix_with_row_values() -> None:
+    reason = forbid_reason(lambda x, b: tf.reduce_sum(x, -1) * tf.exp(b), S([4, 4]), S([4]))
+    assert "mixes per-row and per-element operands" in reason

@@ -272,6 +272,12 @@ class _Analysis:
             raise LayoutError("gathers with different row lengths")
         return splits.pop() if splits else None
 
+    def _constant_everywhere(self, ref: TensorRef) -> bool:
+        """A value computed per element that is one scalar for the whole domain (a loss's
+        count of elements): the same in every row, so per-row code may read it too."""
+        p = self.placements[ref]
+        return p.frame == FULL and all(d == 1 for d in p.dims)
+
     def _computed(self, ref: TensorRef) -> bool:
         """Computed by an op of the group per element (not a group input, not a tile)."""
         return ref.node in self.names and ref not in self.tiles
@@ -383,7 +389,11 @@ class _Analysis:
             self._place_operand(node.inputs[0], FULL, node)
             self.placements[out] = self._place(out, FULL)
         else:
-            frames = {self.placements[r].frame for r in node.inputs if self._computed(r)}
+            frames = {
+                self.placements[r].frame
+                for r in node.inputs
+                if self._computed(r) and not self._constant_everywhere(r)
+            }
             if len(frames) > 1:
                 raise LayoutError(f"{node.name} mixes per-row and per-element operands")
             frame = frames.pop() if frames else FULL
@@ -489,7 +499,7 @@ class _Analysis:
 
     def _place_operand(self, ref: TensorRef, frame: str, user: Node) -> None:
         if self._computed(ref):
-            if self.placements[ref].frame != frame:
+            if self.placements[ref].frame != frame and not self._constant_everywhere(ref):
                 raise LayoutError(f"{user.name} mixes per-row and per-element operands")
             return
         self._record_external(ref, self._place(ref, frame))

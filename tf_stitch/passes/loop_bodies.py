@@ -24,7 +24,7 @@ from tf_stitch.fusion.cost_model import LOOP_TILE_OPERANDS_BYTES
 from tf_stitch.fusion.loop_dims import Seeds, mark_body
 from tf_stitch.graph.functions import function_graph, function_uses, original_bodies, with_function
 from tf_stitch.graph.ir import FuncRef, Graph
-from tf_stitch.graph.list_shapes import list_element_shapes
+from tf_stitch.graph.list_shapes import ListElements, list_element_shapes
 from tf_stitch.passes.base import Options, PassContext
 
 WHILE_OPS = ("While", "StatelessWhile")
@@ -33,10 +33,15 @@ Run = Callable[[Graph, Options], tuple[Graph, PassContext]]
 
 
 def optimize_loop_bodies(
-    graph: Graph, ctx: PassContext, run: Run, seeds: Mapping[str, tuple[str, Seeds]]
+    graph: Graph,
+    ctx: PassContext,
+    run: Run,
+    seeds: Mapping[str, tuple[str, Seeds]],
+    found_lists: dict[str, dict[int, ListElements]] | None = None,
 ) -> Graph:
     """`graph` with the bodies of its loops optimized by `run` (the pipeline); `seeds` are
-    the marks `loop_seeds` found for the loops, by name (with the body they were found for)."""
+    the marks `loop_seeds` found for the loops, by name (with the body they were found for).
+    The element shapes of each loop's list inputs, as the bodies were, go into `found_lists`."""
     loops = [n for n in graph if n.op in WHILE_OPS and isinstance(n.attrs.get("body"), FuncRef)]
     if not loops:
         return graph
@@ -52,6 +57,8 @@ def optimize_loop_bodies(
         shapes = [o.shape for o in loop.outputs]
         try:
             lists = list_element_shapes(graph, loop, original_body)
+            if found_lists is not None:
+                found_lists[loop.name] = lists
             body_graph = function_graph(out.library, body, shapes, lists)
             marks = seeds.get(loop.name)
             if marks is not None and marks[0] == body and len(body_graph.inputs) == len(shapes):

@@ -14,6 +14,7 @@ from collections import Counter
 
 from tf_stitch.fusion.loop_dims import loop_seeds
 from tf_stitch.graph.ir import Graph
+from tf_stitch.graph.list_shapes import ListElements
 from tf_stitch.passes.base import Options, Pass, PassContext
 from tf_stitch.passes.batch_matmuls import batch_matmuls
 from tf_stitch.passes.batched_weight_grads import batched_weight_grads
@@ -43,6 +44,7 @@ from tf_stitch.passes.loop_bodies import optimize_loop_bodies
 from tf_stitch.passes.nchw_layout import nchw_layout
 from tf_stitch.passes.outline import outline
 from tf_stitch.passes.pack_views import pack_views
+from tf_stitch.passes.packed_accumulators import pack_accumulators
 from tf_stitch.passes.pointwise_matmuls import pointwise_matmuls
 from tf_stitch.passes.prune import prune
 from tf_stitch.passes.push_slices import push_slices
@@ -57,6 +59,7 @@ from tf_stitch.passes.static_reshape import static_reshape
 from tf_stitch.passes.stitch import stitch
 from tf_stitch.passes.sum_of_products import sum_of_products
 from tf_stitch.passes.transpose_views import transpose_views
+from tf_stitch.passes.twin_counters import merge_twin_counters
 from tf_stitch.passes.unit_reductions import unit_reductions
 from tf_stitch.passes.view_copies import rejoin_view_copies, view_copies
 
@@ -132,11 +135,16 @@ def run_pipeline(graph: Graph, options: Options | None = None) -> tuple[Graph, P
         if dumper:
             dumper.graph(i, p.name, graph)
     # the bodies of loops: the same pipeline on each, as a graph of its own
-    graph = optimize_loop_bodies(graph, ctx, run_pipeline, seeds)
+    lists: dict[str, dict[int, ListElements]] = {}
+    graph = optimize_loop_bodies(graph, ctx, run_pipeline, seeds, lists)
     # what the stitched gradient loops read no more, or read the same on every trip, is not
     # saved for them on every trip of the forward loops
     graph = drop_dead_accumulators.run(graph, ctx)
     graph = give_invariants_once.run(graph, ctx)
+    # and on a CPU, what a trip saves for them goes as one tensor
+    graph = pack_accumulators(graph, ctx, seeds, lists)
+    # a loop's trips counted once
+    graph = merge_twin_counters.run(graph, ctx)
     if level >= 2:
         for record in ctx.records:
             _print(f"[tf_stitch]   {record}")
