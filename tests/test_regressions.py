@@ -100,3 +100,44 @@ def test_a_window_that_drops_an_axis_is_read_with_its_source_strides(index: tupl
     assert len(opt.kernels) == 1
     x = tf.random.normal([8, 4, 16])
     assert_close(cf(x), opt(x))
+
+
+def test_stacked_lstms_train_with_grapplers_shape_inference() -> None:
+    """The gradient of a stacked LSTM's input transposes is one kernel, its input [12, s0, s1]
+    with s1 known to Grappler (16) and s0 the batch. The op's shape function once merged both
+    symbols through one shared unknown dim; Grappler's shape refiner takes every merge as an
+    equality, so it took the batch for 16 and folded the second layer's initial state to
+    [16, 16]: at batch 8 the training step failed. Losses and weights stay TensorFlow's."""
+    import keras
+
+    def build() -> tuple[keras.Model, keras.optimizers.Optimizer]:
+        keras.utils.set_random_seed(0)
+        inp = keras.Input((12, 10))
+        h = keras.layers.LSTM(16)(keras.layers.LSTM(16, return_sequences=True)(inp))
+        model = keras.Model(inp, keras.layers.Dense(3)(h))
+        return model, keras.optimizers.SGD(0.05)
+
+    x = tf.random.stateless_normal([8, 12, 10], [1, 2])
+    y = tf.random.stateless_uniform([8], [3, 4], 0, 3, tf.int32)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    spec = [S([None, 12, 10]), S([None], tf.int32)]
+
+    def step_of(model: keras.Model, opt: keras.optimizers.Optimizer) -> object:
+        def step(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x, training=True))
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+            return loss
+
+        return step
+
+    runs = []
+    for wrap in (tf.function, tf_stitch.function):
+        model, opt = build()
+        fn = wrap(step_of(model, opt), input_signature=spec)
+        runs.append(([float(fn(x, y)) for _ in range(2)], [w.numpy() for w in model.weights]))
+    (losses, weights), (stitched_losses, stitched_weights) = runs
+    np.testing.assert_allclose(stitched_losses, losses, rtol=1e-5)
+    for a, b in zip(weights, stitched_weights, strict=True):
+        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5)

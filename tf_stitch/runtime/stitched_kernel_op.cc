@@ -336,8 +336,13 @@ absl::Status ReadSignature(Context* ctx, Signature* sig) {
 absl::Status InferShapes(InferenceContext* c) {
   Signature sig;
   TF_RETURN_IF_ERROR(ReadSignature(c, &sig));
-  // The best known dimension for each symbol, merged over all inputs.
-  std::vector<DimensionHandle> symbol_dims(sig.binders.size(), c->UnknownDim());
+  // The best known dimension for each symbol, merged over all inputs. Each symbol starts
+  // from the first dim bound to it, never from an unknown dim shared with other symbols:
+  // Grappler's shape refiner records every Merge as an equality, so merging one unknown
+  // dim with two symbols' dims would equate them (a batch with a width of 16), and its
+  // constant folding would then fold the batch's size.
+  std::vector<DimensionHandle> symbol_dims(sig.binders.size());
+  std::vector<bool> bound(sig.binders.size(), false);
   std::vector<tensorflow::DataType> types;
   TF_RETURN_IF_ERROR(c->GetAttr("Tin", &types));
   for (int i = 0; i < static_cast<int>(sig.inputs.size()); ++i) {
@@ -353,8 +358,14 @@ absl::Status InferShapes(InferenceContext* c) {
     for (int j = 0; status.ok() && j < static_cast<int>(expected.size()); ++j) {
       DimensionHandle dim = c->Dim(shape, j);
       if (IsSymbol(expected[j])) {
-        DimensionHandle& merged = symbol_dims[SymbolOf(expected[j])];
-        status = c->Merge(merged, dim, &merged);
+        const int64_t symbol = SymbolOf(expected[j]);
+        DimensionHandle& merged = symbol_dims[symbol];
+        if (!bound[symbol]) {
+          merged = dim;
+          bound[symbol] = true;
+        } else {
+          status = c->Merge(merged, dim, &merged);
+        }
       } else if (c->ValueKnown(dim) && c->Value(dim) != expected[j]) {
         status = InvalidArgument("dim ", j, " is not ", expected[j]);
       }
@@ -369,7 +380,13 @@ absl::Status InferShapes(InferenceContext* c) {
   for (int i = 0; i < c->num_outputs(); ++i) {
     std::vector<DimensionHandle> dims;
     for (int64_t d : sig.outputs[i]) {
-      dims.push_back(IsSymbol(d) ? symbol_dims[SymbolOf(d)] : c->MakeDim(d));
+      if (!IsSymbol(d)) {
+        dims.push_back(c->MakeDim(d));
+      } else if (bound[SymbolOf(d)]) {
+        dims.push_back(symbol_dims[SymbolOf(d)]);
+      } else {
+        dims.push_back(c->UnknownDim());  // each unbound symbol a dim of its own
+      }
     }
     c->set_output(i, c->MakeShape(dims));
   }
