@@ -172,7 +172,10 @@ def programs(draw: st.DrawFn) -> Program:
     )
 
 
-def build(p: Program) -> Callable[[tf.Tensor, tf.Tensor], tuple[tf.Tensor, ...]]:
+def build(
+    p: Program, swapped: bool = False
+) -> Callable[[tf.Tensor, tf.Tensor], tuple[tf.Tensor, ...]]:
+    """The program as a function; `swapped`: with the operands of every max and min swapped."""
     weight = tf.constant(
         np.random.default_rng(p.cols).standard_normal((p.cols, p.cols)).astype(np.float32) * 0.3
     )
@@ -186,7 +189,11 @@ def build(p: Program) -> Callable[[tf.Tensor, tf.Tensor], tuple[tf.Tensor, ...]]
                 if s.kind == "unary":
                     v = UNARY[s.op](a)
                 elif s.kind == "binary":
-                    v = BINARY[s.op](a, b)
+                    v = (
+                        BINARY[s.op](b, a)
+                        if swapped and s.op in ("max", "min")
+                        else BINARY[s.op](a, b)
+                    )
                 elif s.kind == "composite":
                     v = COMPOSITE[s.op](a)
                 elif s.kind == "reduce":
@@ -258,9 +265,17 @@ def check(p: Program) -> None:
         # Grappler, whose arithmetic optimizer computes maximum(x, x + x) as x (TF 2.21; the
         # second kept example below).
         exact = build(p)(*(x.astype(np.float64) for x in xs))
+        # TensorFlow's maximum(-0, +0) is its second operand where Eigen computes a vector of
+        # 8 floats at once and its first in the scalar loop over the tail (and in tensors of
+        # fewer than 8), so its own answer depends on an element's position; IEEE 754 allows
+        # either zero. TensorFlow's answer with those operands swapped is accepted too.
+        swapped = build(p, swapped=True)(*xs)
         with np.errstate(all="ignore"):
-            for w, g, e in zip(build(p)(*xs), optimized(*xs), exact, strict=True):
-                assert_as_close_as_tensorflow(w.numpy(), g.numpy(), e.numpy())
+            for w, s, g, e in zip(build(p)(*xs), swapped, optimized(*xs), exact, strict=True):
+                try:
+                    assert_as_close_as_tensorflow(w.numpy(), g.numpy(), e.numpy())
+                except AssertionError:
+                    assert_as_close_as_tensorflow(s.numpy(), g.numpy(), e.numpy())
 
 
 @given(programs())
@@ -283,6 +298,21 @@ REGRESSIONS: list[Program] = [
         ),
         outputs=(1, 3),
         specials=((0, 3, 0), (1, 5, 1), (0, 7, 3)),
+    ),
+    # Found by a test run: x / maximum(y, |y|) at y = -0: TensorFlow's maximum(-0, +0) is +0 or
+    # -0 by the element's position (see check), so x / it is +inf or -inf.
+    Program(
+        rows=1,
+        cols=3,
+        steps=(
+            Step("unary", "abs", 1, 0, (1,), False),
+            Step("binary", "max", 1, 14, (1,), False),
+            Step("unary", "abs", 0, 0, (1,), False),
+            Step("transpose", "transpose", 0, 0, (1,), False),
+            Step("binary", "div", 0, 3, (1,), False),
+        ),
+        outputs=(),
+        specials=((1, 0, 4),),
     ),
     # Found by the long search: maximum(x, x + x), which Grappler gets wrong (see check).
     Program(

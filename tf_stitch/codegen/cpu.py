@@ -47,7 +47,19 @@ NARROW_COLUMNS = 16
 # A row's broadcast inputs that repeat every this many elements or more are read by an inner
 # loop over one period (shorter periods are copied out to the row's length, see _periodic).
 MIN_PERIOD = 16
-CTYPE = {"float32": "float", "bool": "bool", "int32": "int32_t", "int64": "int64_t"}
+# The C++ type a tensor of each dtype is stored as (cpu_half.h: 16-bit floats), and the type
+# its values are computed in.
+CTYPE = {
+    "float32": "float",
+    "bool": "bool",
+    "int32": "int32_t",
+    "int64": "int64_t",
+    "float16": "ts_f16",
+    "bfloat16": "ts_bf16",
+}
+COMPUTE_CTYPE = {**CTYPE, "float16": "float", "bfloat16": "float"}
+# The rounding of a float to each 16-bit format (a Cast to it, computed in float).
+ROUND_TO = {"float16": "ts_round_f16", "bfloat16": "ts_round_bf16"}
 
 # Scalar expression of each op; {0}, {1}, {2} are the operands.
 EXPR = {
@@ -228,6 +240,7 @@ class Emitter:
             header("cpu_math.h"),
             *([header("cpu_matmul.h")] if k.tiles else []),
             *([_GATHER_PRELUDE] if any(p.gather for p in k.inputs) else []),
+            *([header("cpu_half.h")] if has_half(k) else []),
             OPS_PRELUDE,
             f'extern "C" int ts_abi_version(void) {{ return {ABI_VERSION}; }}',
             "",
@@ -282,7 +295,7 @@ class Emitter:
             self._emit(f"{ct}* __restrict {p.name} = static_cast<{ct}*>(ts_out[{p.index}]);", 1)
         on_stack = sum(b.elements * (1 if b.dtype == "bool" else 4) for b in k.buffers)
         for b in k.buffers:
-            ct = CTYPE[b.dtype]
+            ct = COMPUTE_CTYPE[b.dtype]
             if on_stack <= STACK_BUFFER_BYTES:
                 self._emit(f"{ct} {b.name}[{b.elements}];", 1)
             else:  # large row buffers live on the heap, once per call
@@ -461,7 +474,8 @@ class Emitter:
     def _stmts(self, stmts: list[Stmt], depth: int, row: bool, lane: str | None = None) -> None:
         for s in stmts:
             if isinstance(s, Let):
-                self._emit(f"const {CTYPE[s.dtype]} {s.var} = {self._expr(s.expr, row)};", depth)
+                ct = COMPUTE_CTYPE[s.dtype]
+                self._emit(f"const {ct} {s.var} = {self._expr(s.expr, row)};", depth)
             elif isinstance(s, Store):
                 self._emit(f"{self._addr(self.params[s.param], row, s.offset)} = {s.var};", depth)
             elif isinstance(s, Accumulate):
@@ -548,13 +562,26 @@ def call_code(e: Call, args: list[str]) -> str:
 
 
 def _cast(x: str, src: str, dst: str) -> str:
+    """A Cast of `x` (computed in COMPUTE_CTYPE[src]) to `dst`, computed in COMPUTE_CTYPE[dst]."""
     if src == dst:
         return x
     if dst == "bool":
         return f"({x} != 0.0f)"
     if src in ("int32", "int64"):  # round to nearest, as TensorFlow's Cast
-        return f"static_cast<float>({x})"
-    return f"({x} ? 1.0f : 0.0f)"
+        x = f"static_cast<float>({x})"
+    elif src == "bool":
+        x = f"({x} ? 1.0f : 0.0f)"
+    # a float, a float16 or a bfloat16 (computed in float): rounded to a 16-bit format (a
+    # float16 rounded to bfloat16 rounds once: its value is exact in float)
+    return f"{ROUND_TO[dst]}({x})" if dst in ROUND_TO else x
+
+
+def has_half(kernel: Kernel) -> bool:
+    """Whether the kernel stores a tensor as a 16-bit float (it then needs cpu_half.h)."""
+    stmts = [s for block in kernel.row_stmts + kernel.loops for s in block]
+    return any(p.dtype in ROUND_TO for p in kernel.inputs + kernel.outputs) or any(
+        isinstance(s, Let) and s.dtype in ROUND_TO for s in stmts
+    )
 
 
 def _loads(e: Expr) -> list[Load]:

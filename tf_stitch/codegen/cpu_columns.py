@@ -15,7 +15,7 @@ offset plus `l` times the param's stride along the lane axis.
 
 from __future__ import annotations
 
-from tf_stitch.codegen.cpu import CTYPE, REDUCE_INIT, REDUCE_STEP, Emitter, product
+from tf_stitch.codegen.cpu import COMPUTE_CTYPE, REDUCE_INIT, REDUCE_STEP, Emitter, product
 from tf_stitch.codegen.kernel_ir import (
     Accumulate,
     BufferLoad,
@@ -75,7 +75,7 @@ class ColumnEmitter(Emitter):
             return
         for s in stmts:
             if isinstance(s, Let):
-                self._emit(f"{CTYPE[s.dtype]} {s.var}[{self.k.lanes}];", 2)
+                self._emit(f"{COMPUTE_CTYPE[s.dtype]} {s.var}[{self.k.lanes}];", 2)
         self._emit("for (int64_t l = 0; l < nl; ++l) {", 2)
         for s in stmts:
             if isinstance(s, Let):

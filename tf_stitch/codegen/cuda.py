@@ -31,6 +31,7 @@ from tf_stitch.codegen.cpu import (
     OPS_PRELUDE,
     REDUCE_INIT,
     Emitter,
+    has_half,
     header,
     product,
     source_header,
@@ -89,6 +90,10 @@ def emit_cuda(kernel: Kernel) -> str:
         from tf_stitch.codegen.attention_cuda import emit_attention_cuda
 
         return emit_attention_cuda(kernel)
+    if has_half(kernel):
+        raise CudaUnsupported(
+            f"{kernel.name}: float16/bfloat16 tensors are stitched for the CPU only so far"
+        )
     shared = sum(row_buffer(kernel, b) * (1 if b.dtype == "bool" else 4) for b in kernel.buffers)
     shared += sum(t.n * 4 for t in kernel.tiles if not t.out)
     if shared > MAX_SHARED_BYTES:

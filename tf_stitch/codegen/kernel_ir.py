@@ -156,6 +156,12 @@ class Reduction:
     loop: int  # the loop that accumulates it
 
 
+def compute_dtype(dtype: str) -> str:
+    """The dtype a kernel computes a value of `dtype` in: float32 for the 16-bit floats (stored
+    in their format, see cpu_half.h), else the value's own."""
+    return "float32" if dtype in ("float16", "bfloat16") else dtype
+
+
 @dataclass(frozen=True)
 class Buffer:
     name: str

@@ -33,6 +33,7 @@ from tf_stitch.codegen.kernel_ir import (
     Tile,
     TileSegment,
     Var,
+    compute_dtype,
 )
 from tf_stitch.fusion.cost_model import ROW_GUESS, unit_cycles
 from tf_stitch.fusion.layout import (
@@ -48,7 +49,7 @@ from tf_stitch.fusion.planner import Group
 from tf_stitch.graph.ir import Graph, Node, TensorRef
 from tf_stitch.graph.values import scalar_constant
 
-_LITERAL_DTYPES = ("float32", "bool")
+_LITERAL_DTYPES = ("float32", "bool", "float16", "bfloat16")
 
 
 class LoweringError(Exception):
@@ -454,8 +455,9 @@ class _Lowerer:
             level = self._level(ref)
             value = self.value(ref, level)
             assert isinstance(value, Var)
-            elements = self.group.memory.buffered[ref] // _itemsize(self.graph.info(ref).dtype)
-            buf = Buffer(f"buf{len(self.buffers)}", self.graph.info(ref).dtype, elements)
+            dtype = self.graph.info(ref).dtype
+            elements = self.group.memory.buffered[ref] // _itemsize(dtype)
+            buf = Buffer(f"buf{len(self.buffers)}", compute_dtype(dtype), elements)
             self.buffers[ref] = buf
             self.loops[level].append(BufferStore(buf.name, value.name))
         return self.buffers[ref]
@@ -520,4 +522,6 @@ def call_attrs(node: Node) -> tuple[tuple[str, float | str | bool], ...]:
 
 
 def _itemsize(dtype: str) -> int:
+    """Bytes of one element of a row buffer (the memory plan's: a 16-bit float is buffered as
+    the float32 it is computed in)."""
     return {"bool": 1, "int64": 8}.get(dtype, 4)

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from tf_stitch.fusion.cost_model import output_cycles, shares_a_core
 from tf_stitch.fusion.critical_path import critical_path
 from tf_stitch.fusion.legality import Context
+from tf_stitch.fusion.op_kinds import HALF_DTYPES
 from tf_stitch.fusion.planner import Group
 from tf_stitch.fusion.siblings import Log, side_by_side
 from tf_stitch.fusion.union_find import UnionFind
@@ -52,7 +53,11 @@ def plan_bundles(
     seen: Counter[tuple] = Counter()  # candidates so far, by key
     cycles = [output_cycles(info.shape for n in g.nodes for info in n.outputs) for g in groups]
     for i, group in enumerate(groups):
-        key = finder.key(i, group)
+        # a bundle's members share one preamble: the 16-bit floats' helpers, or not
+        values = [info for n in group.nodes for info in n.outputs]
+        values += [graph.info(r) for r in group.inputs]
+        half = any(info.dtype in HALF_DTYPES for info in values)
+        key = (*finder.key(i, group), half)
         open_bundles = keys[key]
         side_by_side_on_a_cpu = not gpu and key[0] == "layer"
         seen[key] += 1

@@ -14,7 +14,13 @@ from tensorflow.python.framework import op_def_registry
 
 from tf_stitch.fusion.decision import Decision, allow, forbid
 from tf_stitch.fusion.layout import OUTER, Layout, fmt
-from tf_stitch.fusion.op_kinds import CAST_INPUT_DTYPES, FUSIBLE_DTYPES, OpKind, op_spec
+from tf_stitch.fusion.op_kinds import (
+    CAST_INPUT_DTYPES,
+    FUSIBLE_DTYPES,
+    HALF_DTYPES,
+    OpKind,
+    op_spec,
+)
 from tf_stitch.fusion.static_args import reduction_axes, slice_window, transpose_perm
 from tf_stitch.fusion.symbolic_dims import SymbolicDims
 from tf_stitch.graph.ir import Graph, Node, TensorRef
@@ -107,13 +113,21 @@ def node_legality(ctx: Context, node: Node) -> Decision:
             return forbid(f"input {ref} has dtype {info.dtype}, not fused yet")
         if info.shape is None:
             return forbid(f"input {ref} has an unknown rank")
+    if spec.kind in (OpKind.MATMUL, OpKind.GATHER):
+        half = [ctx.graph.info(r).dtype for r in node.inputs[:2]] + [node.outputs[0].dtype]
+        if HALF_DTYPES & set(half):
+            return forbid(
+                f"{node.op} of {'/'.join(sorted(HALF_DTYPES & set(half)))}: kernels "
+                "tile matmuls and gather rows of float32 only so far"
+            )
     return _op_specific(ctx.graph, node)
 
 
 def _cast_from_integer(node: Node, dtype: str) -> bool:
     """An integer read only to become a float (a mean's count of elements, `Cast(Prod(Shape(x)
     [axes]))`), converted as it is loaded: kernels take integer inputs for this."""
-    return node.op == "Cast" and dtype in CAST_INPUT_DTYPES and node.outputs[0].dtype == "float32"
+    floats = {"float32"} | HALF_DTYPES
+    return node.op == "Cast" and dtype in CAST_INPUT_DTYPES and node.outputs[0].dtype in floats
 
 
 def _op_specific(graph: Graph, node: Node) -> Decision:
@@ -121,8 +135,8 @@ def _op_specific(graph: Graph, node: Node) -> Decision:
     if kind is OpKind.REDUCE:
         if reduction_axes(graph, node) is None:
             return forbid("reduction axes are not a constant")
-        if node.outputs[0].dtype != "float32":
-            return forbid("only float32 reductions are fused")
+        if node.outputs[0].dtype not in {"float32"} | HALF_DTYPES:
+            return forbid("only float32, float16 and bfloat16 reductions are fused")
     targets = node.op in ("Reshape", "ExpandDims", "BroadcastTo")
     if targets and constant_value(graph, node.inputs[1]) is None:
         return forbid(f"{node.op} target is not a constant")

@@ -22,13 +22,16 @@ class _Uses:
         for r in graph.outputs:
             self.used.setdefault(r.node, set()).add(r.index)
 
-    def decomposable(self, node: Node, dtype_attr: str = "T") -> bool:
-        """A float32 composite of known rank, not fed, with no control edges, only output 0
+    def decomposable(
+        self, node: Node, dtype_attr: str = "T", dtypes: tuple[str, ...] = ("float32",)
+    ) -> bool:
+        """A composite of one of `dtypes` (float32 unless the decomposition builds its ops in
+        the node's dtype) and of known rank, not fed, with no control edges, only output 0
         used."""
         if node.control_inputs or node.name in self.ordered or node.name in self.fed:
             return False
         dtype = node.attrs.get(dtype_attr)
-        if getattr(dtype, "name", None) != "float32":
+        if getattr(dtype, "name", None) not in dtypes:
             return False
         if not node.outputs or node.outputs[0].shape is None:
             return False
@@ -36,13 +39,17 @@ class _Uses:
 
 
 def decompose_each(
-    graph: Graph, accepts: Callable[[Node], bool], rewrite: Callable[[Graph, Node], None]
+    graph: Graph,
+    accepts: Callable[[Node], bool],
+    rewrite: Callable[[Graph, Node], None],
+    dtypes: tuple[str, ...] = ("float32",),
 ) -> Graph:
-    """A copy of `graph` with `rewrite` applied to every decomposable node that `accepts`."""
+    """A copy of `graph` with `rewrite` applied to every decomposable node (of one of `dtypes`)
+    that `accepts`."""
     out = graph.copy()
     uses = _Uses(out)
     for node in list(out):
-        if accepts(node) and uses.decomposable(node):
+        if accepts(node) and uses.decomposable(node, dtypes=dtypes):
             rewrite(out, node)
     return out
 

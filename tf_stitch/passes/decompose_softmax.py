@@ -2,7 +2,8 @@
 
 softmax(x) = e / sum(e) with e = exp(x - max(x)); log_softmax(x) = (x - max(x)) - log(sum(e)),
 all along the last axis, which is what TensorFlow's kernels compute. The last op keeps the
-original node's name, so readers and fetches are unchanged.
+original node's name, so readers and fetches are unchanged. The ops are of the node's dtype
+(float32, float16 or bfloat16; a kernel computes the 16-bit ones in float32).
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ from tf_stitch.passes.base import PassContext, graph_pass
 from tf_stitch.passes.builder import NodeBuilder, keepdims_shape
 from tf_stitch.passes.decompose_common import decompose_each, replace_with
 
+DTYPES = ("float32", "float16", "bfloat16")
+
 
 @graph_pass("decompose-softmax")
 def decompose_softmax(graph: Graph, ctx: PassContext) -> Graph:
-    """Rewrites float32 Softmax/LogSoftmax into max, sub, exp, sum and div/log."""
-    return decompose_each(graph, lambda node: node.op in ("Softmax", "LogSoftmax"), _rewrite)
+    """Rewrites Softmax/LogSoftmax into max, sub, exp, sum and div/log."""
+    softmaxes = ("Softmax", "LogSoftmax")
+    return decompose_each(graph, lambda node: node.op in softmaxes, _rewrite, DTYPES)
 
 
 def _rewrite(graph: Graph, node: Node) -> None:
@@ -26,15 +30,16 @@ def _rewrite(graph: Graph, node: Node) -> None:
     b = NodeBuilder(graph, node.name + "_decomposed", node.device)
     x = node.inputs[0]
     row = keepdims_shape(shape, [axis])
+    t = node.outputs[0].dtype
 
     def build(name: str) -> None:
-        m = b.reduce("Max", x, [axis], row)
-        shifted = b.binary("Sub", x, m, shape)
-        e = b.unary("Exp", shifted, shape)
-        z = b.reduce("Sum", e, [axis], row)
+        m = b.reduce("Max", x, [axis], row, dtype=t)
+        shifted = b.binary("Sub", x, m, shape, dtype=t)
+        e = b.unary("Exp", shifted, shape, dtype=t)
+        z = b.reduce("Sum", e, [axis], row, dtype=t)
         if node.op == "Softmax":
-            b.binary("RealDiv", e, z, shape, name=name)
+            b.binary("RealDiv", e, z, shape, dtype=t, name=name)
         else:
-            b.binary("Sub", shifted, b.unary("Log", z, row), shape, name=name)
+            b.binary("Sub", shifted, b.unary("Log", z, row, dtype=t), shape, dtype=t, name=name)
 
     replace_with(graph, node, build)
