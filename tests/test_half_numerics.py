@@ -163,3 +163,27 @@ def test_what_is_not_stitched_in_16_bits_stays_tensorflows_and_says_why(dtype: t
             rtol=ROUNDED[dtype],
             atol=ROUNDED[dtype],
         )
+
+
+@pytest.mark.parametrize("dtype", HALVES, ids=lambda d: d.name)
+def test_a_16_bit_matmuls_bias_add_joins_the_kernel_after_it(dtype: tf.DType) -> None:
+    """TensorFlow's CPU remapper fuses the bias add of a float32 matmul only: a 16-bit
+    matmul's `BiasAdd` is an op of its own, which the kernel of its epilogue takes."""
+    w = tf.cast(tf.random.stateless_normal([16, 32], seed=[3, 4]) * 0.25, dtype)
+    bias = tf.cast(tf.linspace(-1.0, 1.0, 32), dtype)
+
+    def fn(x: tf.Tensor) -> tf.Tensor:
+        h = tf.nn.bias_add(tf.matmul(x, w), bias)
+        return tf.nn.gelu(h, approximate=True) * tf.reduce_mean(x, -1, keepdims=True)
+
+    original = tf.function(fn, input_signature=[tf.TensorSpec([None, 16], dtype)])
+    optimized = tf_stitch.optimize(original)
+    ops = _stitched(optimized)
+    assert ops["BiasAdd"] == 0 and ops["MatMul"] == 1, tf_stitch.explain(optimized)
+    x = _inputs((None, 16), 5, 4, dtype)
+    np.testing.assert_allclose(
+        optimized(x).numpy().astype(np.float32),
+        original(x).numpy().astype(np.float32),
+        rtol=ROUNDED[dtype],
+        atol=ROUNDED[dtype],
+    )

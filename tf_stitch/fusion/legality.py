@@ -365,7 +365,8 @@ def library_of_epilogue(graph: Graph, node: Node) -> Node | None:
     """The matmul or convolution whose result (through views) `node` adds a bias to — a
     constant, a live variable's value (a Placeholder that is not a graph input) or a value
     computed from those alone (`derived_from_weights`) — if TensorFlow fuses that add into the
-    library call; else None."""
+    library call; else None. TensorFlow's CPU remapper fuses float32 calls only (16-bit ones
+    with oneDNN alone): a 16-bit call's bias add is an op of its own, which a kernel takes."""
     if node.op not in ("Add", "AddV2") or len(node.inputs) != 2:
         return None
     producers = [graph.nodes.get(r.node) for r in node.inputs]
@@ -374,7 +375,10 @@ def library_of_epilogue(graph: Graph, node: Node) -> Node | None:
     weights = [i for i, r in enumerate(node.inputs) if derived_from_weights(graph, r)]
     if len(weights) != 1:
         return None
-    return _library_through_views(graph, node.inputs[1 - weights[0]])
+    library = _library_through_views(graph, node.inputs[1 - weights[0]])
+    if library is None or library.outputs[0].dtype != "float32":
+        return None
+    return library
 
 
 def is_weight(graph: Graph, ref: TensorRef) -> bool:

@@ -1,4 +1,5 @@
-"""decompose-bias-add: BiasAdd becomes AddV2 (with the bias reshaped for channels-first)."""
+"""decompose-bias-add: BiasAdd becomes AddV2 (with the bias reshaped for channels-first), in
+the node's dtype (float32, float16 or bfloat16)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo
 from tf_stitch.passes.base import PassContext, graph_pass
 from tf_stitch.passes.builder import NodeBuilder
 from tf_stitch.passes.decompose_common import channels_first, decompose_each, replace_with
+from tf_stitch.passes.decompose_softmax import DTYPES
 
 
 @graph_pass("decompose-bias-add")
 def decompose_bias_add(graph: Graph, ctx: PassContext) -> Graph:
-    """Rewrites float32 BiasAdd/BiasAddV1 into a broadcasting AddV2."""
-    return decompose_each(graph, lambda node: node.op in ("BiasAdd", "BiasAddV1"), _rewrite)
+    """Rewrites BiasAdd/BiasAddV1 into a broadcasting AddV2."""
+    bias_adds = ("BiasAdd", "BiasAddV1")
+    return decompose_each(graph, lambda node: node.op in bias_adds, _rewrite, DTYPES)
 
 
 def _rewrite(graph: Graph, node: Node) -> None:
@@ -22,6 +25,7 @@ def _rewrite(graph: Graph, node: Node) -> None:
     first = channels_first(node)
     b = NodeBuilder(graph, node.name + "_decomposed", node.device)
     value, bias = node.inputs
+    t = node.outputs[0].dtype
 
     def build(name: str) -> None:
         bias_ref = bias
@@ -31,9 +35,9 @@ def _rewrite(graph: Graph, node: Node) -> None:
             bias_ref = b.op(
                 "Reshape",
                 [bias, b.const(target, "int32", base="bias_shape")],
-                TensorInfo("float32", (c[0] if c else None,) + (1,) * (len(shape) - 2)),
-                {"T": DType("float32"), "Tshape": DType("int32")},
+                TensorInfo(t, (c[0] if c else None,) + (1,) * (len(shape) - 2)),
+                {"T": DType(t), "Tshape": DType("int32")},
             )
-        b.binary("AddV2", value, bias_ref, shape, name=name)
+        b.binary("AddV2", value, bias_ref, shape, dtype=t, name=name)
 
     replace_with(graph, node, build)
