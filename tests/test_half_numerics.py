@@ -3,8 +3,7 @@ float32, so they match TensorFlow's float32 computation of the same 16-bit input
 to the output's format (within one unit in the last place), and TensorFlow's own 16-bit ops
 (which round after every op) within that format's accumulated rounding.
 
-What is not stitched in 16 bits yet stays TensorFlow's, and says why: matmul tiles, gathers and
-reductions over outer axes.
+What is not stitched in 16 bits yet stays TensorFlow's, and says why: matmul tiles and gathers.
 """
 
 from __future__ import annotations
@@ -59,6 +58,7 @@ CASES = [
     Case("softmax_mask", _softmax_mask, (None, 33)),
     Case("layer_norm", _layer_norm, (None, 64)),
     Case("row_sums", lambda x: tf.reduce_sum(tf.exp(x), -1) - tf.reduce_max(x, -1), (None, 19)),
+    Case("column_stats", lambda x: x - tf.reduce_mean(x, 0, keepdims=True), (None, 37)),
     Case("mixed_precision", _mixed_precision_block, (None, 48)),
 ]
 
@@ -147,14 +147,11 @@ def test_what_is_not_stitched_in_16_bits_stays_tensorflows_and_says_why(dtype: t
     w = tf.cast(tf.random.stateless_normal([16, 8], seed=[1, 2]), dtype)
 
     def fn(x: tf.Tensor) -> list[tf.Tensor]:
-        column = tf.reduce_sum(tf.exp(x), 0)  # over the batch: a column reduction
-        dense = tf.nn.relu(tf.matmul(tf.tanh(x), w))
-        return [column, dense]
+        return [tf.nn.relu(tf.matmul(tf.tanh(x), w))]
 
     original = tf.function(fn, input_signature=[tf.TensorSpec([None, 16], dtype)])
     optimized = tf_stitch.optimize(original)
     assert "kernels tile matmuls and gather rows of float32 only" in _reason(optimized, "MatMul")
-    assert "column kernels compute float32 only" in tf_stitch.explain(optimized)
     x = _inputs((None, 16), 5, 3, dtype)
     for want, got in zip(original(x), optimized(x), strict=True):
         np.testing.assert_allclose(

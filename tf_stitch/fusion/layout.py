@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from tf_stitch.fusion.cost_model import PERIODIC_ROW_ELEMENTS, choose_loop_split
 from tf_stitch.fusion.decision import Decision, forbid
-from tf_stitch.fusion.op_kinds import HALF_DTYPES, OpKind, op_spec
+from tf_stitch.fusion.op_kinds import OpKind, op_spec
 from tf_stitch.fusion.operand_segments import NotInPlace, OperandReader, Segment, static_product
 from tf_stitch.fusion.static_args import reduction_axes, slice_window, transpose_perm
 from tf_stitch.fusion.symbolic_dims import Dim, SymbolicDims
@@ -210,13 +210,6 @@ class _Analysis:
             raise LayoutError("matmul rows and gathered rows need different units of work")
         forced = splits.pop() if splits else None
         if reductions and self.perm != tuple(range(len(self.domain))):
-            halves = {info.dtype for n in self.nodes for info in n.outputs} & HALF_DTYPES
-            halves |= {self.graph.info(r).dtype for r in self.placements} & HALF_DTYPES
-            if halves:
-                raise LayoutError(
-                    f"a reduction over outer axes of {'/'.join(sorted(halves))} values "
-                    "(column kernels compute float32 only so far)"
-                )
             if self.tiles or self.gathers:
                 raise LayoutError(
                     f"a matmul or gather with a reduction over outer axes "
