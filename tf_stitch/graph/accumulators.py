@@ -18,8 +18,11 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from tensorflow.core.framework import function_pb2
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.framework import attr_value_pb2, function_pb2
 from tensorflow.core.framework.function_pb2 import FunctionDef
+from tensorflow.core.framework.node_def_pb2 import NodeDef
 
 from tf_stitch.graph.functions import function_uses
 from tf_stitch.graph.ir import FuncRef, Graph, Node, TensorRef
@@ -206,6 +209,25 @@ def pass_through(fdef: FunctionDef, index: int) -> None:
     fdef.ret[out] = arg
     del fdef.node_def[:]
     fdef.node_def.extend(kept)
+
+
+def add_node(fdef: FunctionDef, name: str, op: str) -> NodeDef:
+    """A new node of `fdef` named `name` (or `name_1`, `name_2`, ... where that is taken)."""
+    taken = {nd.name for nd in fdef.node_def}
+    base, k = name, 1
+    while name in taken:
+        name, k = f"{base}_{k}", k + 1
+    nd = fdef.node_def.add()
+    nd.name, nd.op = name, op
+    return nd
+
+
+def add_const(fdef: FunctionDef, name: str, value: np.ndarray | np.generic) -> str:
+    """A new Const of `fdef` holding `value`: the value's spelling."""
+    nd = add_node(fdef, name, "Const")
+    nd.attr["dtype"].type = tf.as_dtype(value.dtype).as_datatype_enum
+    nd.attr["value"].CopyFrom(attr_value_pb2.AttrValue(tensor=tf.make_tensor_proto(value)))
+    return f"{nd.name}:output:0"
 
 
 def renamed(fdef: FunctionDef) -> str:

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.core.framework import attr_value_pb2, node_def_pb2
 
 from tf_stitch.fusion.decision import Record, allow
 from tf_stitch.fusion.loop_dims import Seeds
@@ -34,12 +33,15 @@ from tf_stitch.graph.accumulators import (
     FunctionDef,
     Library,
     accumulators,
+    add_const,
+    add_node,
     edited,
     pass_through,
 )
-from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef, TensorValue
+from tf_stitch.graph.ir import Graph, Node
 from tf_stitch.graph.list_shapes import ListElements
 from tf_stitch.passes.base import PassContext
+from tf_stitch.passes.builder import NodeBuilder
 
 CPU_ONLY = "packed on a CPU only"
 MIN_PACKED = 2
@@ -75,9 +77,10 @@ def pack_accumulators(
     for (forward, backward), members in pairs.items():
         marks = seeds.get(backward, (None, Seeds()))[1]
         for group in _groups(members, marks):
-            if _empty_list(out, out.node(forward), group[0].acc.index) is None:
+            empty = _empty_list(out, out.node(forward), group[0].acc.index)
+            if empty is None:
                 continue
-            _pack(out, library, out.node(forward), out.node(backward), group)
+            _pack(out, library, out.node(forward), out.node(backward), group, empty)
             packed += len(group)
             ctx.records.append(
                 Record(
@@ -120,7 +123,12 @@ def _groups(members: list[_Member], marks: Seeds) -> list[list[_Member]]:
 
 
 def _pack(
-    graph: Graph, library: Library, forward: Node, backward: Node, group: list[_Member]
+    graph: Graph,
+    library: Library,
+    forward: Node,
+    backward: Node,
+    group: list[_Member],
+    empty: Node,
 ) -> None:
     first = group[0].acc
     axis = len(group[0].shape) - 1
@@ -130,8 +138,8 @@ def _pack(
     nodes = {nd.name: nd for nd in body.node_def}
     push = nodes[first.push]
     scope = f"{first.push}/packed"
-    axis_const = _const(body, f"{scope}/axis", np.int32(axis))
-    concat = _node(body, f"{scope}/concat", "ConcatV2")
+    axis_const = add_const(body, f"{scope}/axis", np.int32(axis))
+    concat = add_node(body, f"{scope}/concat", "ConcatV2")
     concat.input.extend([nodes[m.acc.push].input[1] for m in group] + [axis_const])
     for m in group:  # what a push waited for, the concatenation waits for
         concat.input.extend(i for i in nodes[m.acc.push].input if i.startswith("^"))
@@ -148,11 +156,11 @@ def _pack(
     nodes = {nd.name: nd for nd in body.node_def}
     pop = nodes[first.pop]
     scope = f"{first.pop}/packed"
-    pop.input[1] = _const(body, f"{scope}/element_shape", np.int32(-1))
-    sizes = _const(body, f"{scope}/sizes", np.asarray([m.shape[-1] for m in group], np.int32))
-    split = _node(body, f"{scope}/split", "SplitV")
+    pop.input[1] = add_const(body, f"{scope}/element_shape", np.int32(-1))
+    sizes = add_const(body, f"{scope}/sizes", np.asarray([m.shape[-1] for m in group], np.int32))
+    split = add_node(body, f"{scope}/split", "SplitV")
     split.input.extend(
-        [f"{pop.name}:tensor:0", sizes, _const(body, f"{scope}/axis", np.int32(axis))]
+        [f"{pop.name}:tensor:0", sizes, add_const(body, f"{scope}/axis", np.int32(axis))]
     )
     split.attr["num_split"].i = len(group)
     split.attr["T"].type = dtype
@@ -174,7 +182,7 @@ def _pack(
             _forget_arg_shapes(cond, [index])
             library.replace(loop, "cond", cond)
     # Outside: the packed list starts from a list of its own, of any element shape.
-    _own_empty_list(graph, forward, first.index)
+    _own_empty_list(graph, forward, first.index, empty)
 
 
 def _empty_list(graph: Graph, loop: Node, index: int) -> Node | None:
@@ -188,22 +196,16 @@ def _empty_list(graph: Graph, loop: Node, index: int) -> Node | None:
     return None
 
 
-def _own_empty_list(graph: Graph, loop: Node, index: int) -> None:
-    node = _empty_list(graph, loop, index)
-    assert node is not None  # checked before packing
-    shape_name = graph.unique_name(f"{node.name}/packed_element_shape")
-    shape = Node(
-        shape_name,
-        "Const",
-        attrs={"value": TensorValue(np.int32(-1), "int32"), "dtype": DType("int32")},
-        outputs=[TensorInfo("int32", ())],
-        device=node.device,
+def _own_empty_list(graph: Graph, loop: Node, index: int, node: Node) -> None:
+    """`loop`'s list at `index` starts from a copy of `node`, its `EmptyTensorList`, of any
+    element shape."""
+    shape = NodeBuilder(graph, node.name, node.device).const(
+        np.int32(-1), "int32", "packed_element_shape"
     )
-    graph.add(shape)
     fresh = Node(
         graph.unique_name(f"{node.name}/packed"),
         node.op,
-        [TensorRef(shape_name, 0), *node.inputs[1:]],
+        [shape, *node.inputs[1:]],
         dict(node.attrs),
         list(node.outputs),
         list(node.control_inputs),
@@ -219,20 +221,3 @@ def _forget_arg_shapes(fdef: FunctionDef, indices: list[int]) -> None:
     for i in indices:
         if i in fdef.arg_attr:
             del fdef.arg_attr[i]
-
-
-def _node(fdef: FunctionDef, name: str, op: str) -> node_def_pb2.NodeDef:
-    taken = {nd.name for nd in fdef.node_def}
-    base, k = name, 1
-    while name in taken:
-        name, k = f"{base}_{k}", k + 1
-    nd = fdef.node_def.add()
-    nd.name, nd.op = name, op
-    return nd
-
-
-def _const(fdef: FunctionDef, name: str, value: np.ndarray | np.generic) -> str:
-    nd = _node(fdef, name, "Const")
-    nd.attr["dtype"].type = tf.as_dtype(value.dtype).as_datatype_enum
-    nd.attr["value"].CopyFrom(attr_value_pb2.AttrValue(tensor=tf.make_tensor_proto(value)))
-    return f"{nd.name}:output:0"

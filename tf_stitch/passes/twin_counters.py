@@ -22,13 +22,13 @@ from collections import Counter
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.core.framework import attr_value_pb2
 from tensorflow.core.framework.node_def_pb2 import NodeDef
 
 from tf_stitch.fusion.decision import Record, allow
 from tf_stitch.graph.accumulators import (
     FunctionDef,
     Library,
+    add_const,
     back_through_identities,
     edited,
     readers,
@@ -154,12 +154,9 @@ def _constants_in(cond: FunctionDef, constants: dict[int, np.ndarray]) -> None:
         name = args[i].name
         if not any(name in nd.input for nd in cond.node_def):
             continue
-        const = cond.node_def.add()
-        const.name, const.op = _free_name(cond, f"{name}/constant"), "Const"
-        const.attr["dtype"].type = tf.as_dtype(value.dtype).as_datatype_enum
-        const.attr["value"].CopyFrom(attr_value_pb2.AttrValue(tensor=tf.make_tensor_proto(value)))
+        const = add_const(cond, f"{name}/constant", value)
         for nd in cond.node_def:
-            nd.input[:] = [f"{const.name}:output:0" if x == name else x for x in nd.input]
+            nd.input[:] = [const if x == name else x for x in nd.input]
 
 
 def _merge_duplicates(fdef: FunctionDef) -> None:
@@ -229,11 +226,3 @@ def _drop_unread(fdef: FunctionDef) -> None:
         kept = [nd for nd in fdef.node_def if nd.name not in dead]
         del fdef.node_def[:]
         fdef.node_def.extend(kept)
-
-
-def _free_name(fdef: FunctionDef, base: str) -> str:
-    taken = {nd.name for nd in fdef.node_def}
-    name, k = base, 1
-    while name in taken:
-        name, k = f"{base}_{k}", k + 1
-    return name
