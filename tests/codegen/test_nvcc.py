@@ -5,6 +5,7 @@ kernels of the full workloads with `pytest -m slow`); skipped where nvcc is abse
 from __future__ import annotations
 
 import struct
+import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -51,6 +52,33 @@ def test_every_cuda_kernel_of_the_numerics_cases_compiles_for_sm80_and_sm90() ->
     assert len(sources) >= 30
     for name, path in _compile_all(sources).items():
         assert cubin_architectures(path) == {"sm_80", "sm_90"}, name
+
+
+@needs_nvcc
+@pytest.mark.parametrize("dtype", [tf.float16, tf.bfloat16], ids=lambda d: d.name)
+def test_16_bit_kernels_compile_and_convert_with_the_hardwares_instructions(
+    dtype: tf.DType, tmp_path: Path
+) -> None:
+    """Loads and stores of a 16-bit tensor are `cvt` instructions on the GPU (cpu_half.h's
+    portable conversions are the host's and the SIMT emulation's)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from test_half_numerics import CASES as HALF_CASES
+
+    sources: dict[str, str] = {}
+    for case in HALF_CASES:
+        f = tf.function(case.fn, input_signature=[tf.TensorSpec(case.shape, dtype)])
+        code = tf_stitch.generated_code(f, target="cuda")
+        sources.update({f"{case.name}/{k}": s for k, s in code.items()})
+    assert len(sources) == len(HALF_CASES)
+    for name, path in _compile_all(sources).items():
+        assert cubin_architectures(path) == {"sm_80", "sm_90"}, name
+    source = tmp_path / "gelu.cu"
+    source.write_text(sources["gelu/stitched_0"])
+    ptx = tmp_path / "gelu.ptx"
+    nvcc = str(find_nvcc())
+    subprocess.run([nvcc, "-arch=sm_90", "-ptx", "-o", str(ptx), str(source)], check=True)
+    narrow = {tf.float16: "cvt.rn.f16.f32", tf.bfloat16: "cvt.rn.bf16.f32"}[dtype]
+    assert narrow in ptx.read_text()
 
 
 def _workload_sources(small: bool) -> dict[str, str]:

@@ -24,6 +24,7 @@ import json
 import math
 import shutil
 import statistics
+import struct
 import subprocess
 import sys
 import time
@@ -32,10 +33,14 @@ from typing import Any
 
 BLOCK_THREADS = 256  # codegen/cuda.py BLOCK_THREADS, the op's kCudaBlockThreads
 MAX_GRID_BLOCKS = 1 << 20
-RTOL = ATOL = 2e-4
+RTOL = 2e-4  # relative, and absolute near zero
+# 16-bit outputs: kernels compute in float32 and round once, TensorFlow after every op
+TOLERANCE = {"float16": 1e-2, "bfloat16": 6e-2}
 TIMED_LAUNCHES = 20
 _TYPECODES = {"float32": "f", "int32": "i", "int64": "q"}
-_ITEMSIZE = {"float32": 4, "int32": 4, "int64": 8, "bool": 1}
+_ITEMSIZE = {"float32": 4, "int32": 4, "int64": 8, "bool": 1, "float16": 2, "bfloat16": 2}
+# 0.5 in each format, twice in 32 bits (the timed runs' inputs)
+_FILL = {"float32": 0x3F000000, "float16": 0x38003800, "bfloat16": 0x3F003F00}
 
 
 class Skip(Exception):
@@ -177,10 +182,19 @@ def grid_size(kernel: dict[str, Any], batch: int) -> int:
 def values(data: bytes, dtype: str) -> list[float]:
     if dtype == "bool":
         return [float(b != 0) for b in data]
+    if dtype == "float16":
+        return [v for (v,) in struct.iter_unpack("<e", data)]
+    if dtype == "bfloat16":  # the high half of a float32
+        return [
+            v
+            for (v,) in struct.iter_unpack(
+                "<f", b"".join(b"\0\0" + data[i : i + 2] for i in range(0, len(data), 2))
+            )
+        ]
     return array.array(_TYPECODES[dtype], data).tolist()
 
 
-def max_error(got: list[float], want: list[float]) -> float:
+def max_error(got: list[float], want: list[float], tolerance: float = RTOL) -> float:
     """The largest |got - want| where they disagree beyond tolerance (NaN must meet NaN);
     0 when every element agrees, inf on a NaN mismatch or a length mismatch."""
     if len(got) != len(want):
@@ -195,7 +209,7 @@ def max_error(got: list[float], want: list[float]) -> float:
             if g != w:
                 return math.inf
             continue
-        if abs(g - w) > ATOL + RTOL * abs(w):
+        if abs(g - w) > tolerance * (1.0 + abs(w)):
             worst = max(worst, abs(g - w))
     return worst
 
@@ -215,7 +229,7 @@ def _run(cuda: Cuda, root: Path, kernel: dict[str, Any], batch: int, inputs: lis
         if inputs is not None:
             cuda.upload(ptr, inputs[i])
         else:  # 0.5f, or index 0
-            cuda.fill(ptr, _nbytes(t, batch), 0x3F000000 if t["dtype"] == "float32" else 0)
+            cuda.fill(ptr, _nbytes(t, batch), _FILL.get(t["dtype"], 0))
         buffers.append(ptr)
     outputs = [cuda.alloc(_nbytes(t, batch)) for t in kernel["outputs"]]
     if kernel.get("gathers"):  # the error cell: int64[3], zero
@@ -250,7 +264,8 @@ def check_case(cuda: Cuda, root: Path, case: dict[str, Any]) -> float:
         for ptr, t in zip(outputs, kernel["outputs"], strict=False):
             want = (root / t["file"]).read_bytes()
             got = cuda.download(ptr, len(want))
-            error = max_error(values(got, t["dtype"]), values(want, t["dtype"]))
+            tolerance = TOLERANCE.get(t["dtype"], RTOL)
+            error = max_error(values(got, t["dtype"]), values(want, t["dtype"]), tolerance)
             if error:
                 print(f"  MISMATCH {case['name']} {kernel['name']}: max error {error:.3g}")
             worst = max(worst, error)

@@ -138,6 +138,10 @@ CASES: dict[str, tuple[Callable[..., Any], list[list[int | None]], int]] = {
     "attention": (_attention, [[None, 96, 4, 64]] * 3 + [[1, 4, 96, 96]], 48),
     "conv_swish_pool_nchw": (_conv_swish_pool_nchw, [[None, 28, 28, 32]], 64),
 }
+# 16-bit cases: stored in 16 bits, computed in float32 (TensorFlow's outputs round after each op)
+CASES["layer_norm_gelu_f16"] = (_layer_norm_gelu, [[None, 768]], 4096)
+CASES["scaled_masked_softmax_bf16"] = (_scaled_masked_softmax, [[None, 1024], [None, 1024]], 2048)
+_DTYPES = {"layer_norm_gelu_f16": tf.float16, "scaled_masked_softmax_bf16": tf.bfloat16}
 NCHW_CASES = frozenset({"conv_swish_pool_nchw"})  # optimized for a GPU's layout
 _INT_INPUTS = {"embedding_norm": 1000}  # integer inputs: indices below this
 CHECK_BATCH = 3  # the batch whose outputs are checked against TensorFlow
@@ -179,8 +183,11 @@ def _evaluate(graph: Graph, tensors: list[str], feeds: dict[str, np.ndarray]) ->
 
 def _save(out: Path, name: str, value: np.ndarray) -> dict[str, Any]:
     path = out / f"{name}.bin"
+    dtype = str(value.dtype)
+    if dtype in ("float16", "bfloat16"):  # 16 bits a value, little-endian
+        value = np.ascontiguousarray(value).view(np.uint16)
     np.ascontiguousarray(value).astype(value.dtype.newbyteorder("<")).tofile(path)
-    return {"file": path.name, "dtype": str(value.dtype), "shape": list(value.shape)}
+    return {"file": path.name, "dtype": dtype, "shape": list(value.shape)}
 
 
 def _describe(kernel: Kernel, values: dict[str, np.ndarray], out: Path, tag: str) -> dict[str, Any]:
@@ -215,7 +222,7 @@ def prepare(out: Path) -> dict[str, Any]:
     rng = np.random.default_rng(0)
     manifest: dict[str, Any] = {"cases": []}
     for name, (fn, shapes, batch) in CASES.items():
-        dtype = tf.int32 if name in _INT_INPUTS else tf.float32
+        dtype = tf.int32 if name in _INT_INPUTS else _DTYPES.get(name, tf.float32)
         graph = _prepared_graph(fn, shapes, dtype, "NCHW" if name in NCHW_CASES else "NHWC")
         feeds = {}
         for r, shape in zip(graph.inputs, shapes, strict=True):
@@ -223,7 +230,8 @@ def prepare(out: Path) -> dict[str, Any]:
             if graph.info(r).dtype == "int32":
                 feeds[str(r)] = rng.integers(0, _INT_INPUTS[name], dims).astype(np.int32)
             else:
-                feeds[str(r)] = rng.standard_normal(dims).astype(np.float32)
+                x = rng.standard_normal(dims).astype(np.float32)
+                feeds[str(r)] = x.astype(dtype.as_numpy_dtype)
         fused, unfused = _kernels(graph, True), _kernels(graph, False)
         tensors = sorted({p.tensor for k in fused + unfused for p in k.inputs + k.outputs})
         values = dict(zip(tensors, _evaluate(graph, tensors, feeds), strict=True))

@@ -105,3 +105,35 @@ def test_the_epilogue_and_attention_cases_run_on_the_simt_emulation(
         tf.nest.flatten(optimized(*xs)), tf.nest.flatten(original(*xs)), strict=True
     ):
         np.testing.assert_allclose(got, expected, rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found")
+def test_16_bit_cases_are_prepared_in_their_format_and_decoded_by_the_script(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The 16-bit cases' tensors are written 2 bytes a value; the script (standard library
+    only) decodes them to the values TensorFlow computed and judges them by the format's
+    tolerance."""
+    import numpy as np
+    import prepare
+
+    half = {n: prepare.CASES[n] for n in ("layer_norm_gelu_f16", "scaled_masked_softmax_bf16")}
+    monkeypatch.setattr(prepare, "CASES", half)
+    manifest = prepare.prepare(tmp_path)
+    for case in manifest["cases"]:
+        assert len(case["fused"]) == 1
+        for kernel in case["fused"] + case["unfused"]:
+            for t in kernel["inputs"] + kernel["outputs"]:
+                raw = (tmp_path / t["file"]).read_bytes()
+                n = math.prod(check_gpu.resolve(t["dims"], case["check_batch"]))
+                assert len(raw) == n * check_gpu._ITEMSIZE[t["dtype"]]
+                if t["dtype"] in ("float16", "bfloat16"):
+                    bits = np.frombuffer(raw, "<u2").astype(np.uint32)
+                    want = (
+                        np.frombuffer(raw, "<f2").astype(np.float32)
+                        if t["dtype"] == "float16"
+                        else (bits << 16).view(np.float32)
+                    )
+                    assert check_gpu.values(raw, t["dtype"]) == want.tolist()
+    assert check_gpu.max_error([1.005], [1.0], check_gpu.TOLERANCE["float16"]) == 0.0
+    assert check_gpu.max_error([1.05], [1.0], check_gpu.TOLERANCE["float16"]) > 0.0

@@ -22,7 +22,7 @@ import hashlib
 import math
 from dataclasses import dataclass
 
-from tf_stitch.codegen.cpu import ABI_VERSION, CTYPE, RUN_PARAMETERS, Emitter, header
+from tf_stitch.codegen.cpu import ABI_VERSION, CTYPE, RUN_PARAMETERS, Emitter, has_half, header
 from tf_stitch.codegen.cuda import (
     CudaEmitter,
     cuda_preamble,
@@ -130,7 +130,10 @@ def emit_cpu_bundle(b: Bundle) -> str:
 
 
 def _cuda(b: Bundle, name: str) -> str:
-    lines = [f"// tf_stitch kernel (CUDA): {b.kernel.schedule}", *cuda_preamble()]
+    lines = [
+        f"// tf_stitch kernel (CUDA): {b.kernel.schedule}",
+        *cuda_preamble(half=any(map(has_half, b.members))),
+    ]
     for i, m in enumerate(b.members):
         lines += CudaEmitter(m, function=f"ts_m{i}").source().splitlines()
     lines += signature(kernel_arguments(b.kernel), name)

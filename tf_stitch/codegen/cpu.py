@@ -30,6 +30,7 @@ from tf_stitch.codegen.kernel_ir import (
     Size,
     Stmt,
     Store,
+    Tile,
     Var,
 )
 
@@ -247,7 +248,10 @@ class Emitter:
         ]
 
     def _block_tiles(self) -> None:
-        """A block's rows [ts_b0, ts_b1) of every tile, then the pointers that read them."""
+        """A block's rows [ts_b0, ts_b1) of every tile, then the pointers that read them. A
+        16-bit left operand's rows are widened into a float buffer first (the right operand
+        was, once per call); a tile written to a 16-bit output is computed into its buffer
+        and stored rounded."""
         k = self.k
         self._emit(
             f"const int64_t ts_b1 = ts_b0 + {k.block_rows} < ts_last ? ts_b0 + {k.block_rows} "
@@ -255,26 +259,43 @@ class Emitter:
             1,
         )
         for t in k.tiles:
-            dest = f"{t.out} + ts_b0 * {t.n}" if t.out else f"{t.name}_buf"
+            half_out = bool(t.out) and self.params[t.out].dtype in ROUND_TO
+            dest = f"{t.out} + ts_b0 * {t.n}" if t.out and not half_out else f"{t.name}_buf"
             self._emit(f"float* {t.name} = {dest};", 1)
             k0 = 0
             for i, seg in enumerate(t.segments):
                 a = f"{seg.param} + ts_b0 * {seg.row_stride}" + (
                     f" + {seg.offset}" if seg.offset else ""
                 )
+                lda = seg.row_stride
+                if self.params[seg.param].dtype in ROUND_TO:  # widened, row by row
+                    wide = f"{t.name}_a{i}"
+                    self._emit(f"for (int64_t q = 0; q < (ts_b1 - ts_b0) * {seg.width}; ++q) {{", 1)
+                    row, col = f"q / {seg.width}", f"q % {seg.width}"
+                    self._emit(f"{wide}[q] = ({a})[({row}) * {lda} + {col}];", 2)
+                    self._emit("}", 1)
+                    a, lda = wide, seg.width
                 add = "true" if i else "false"
                 if t.n < NARROW_COLUMNS:
                     b, ldb, fn = f"{t.name}_bt + {k0}", t.k, "ts_matmul_narrow"
                 else:
-                    b, ldb, fn = f"{t.b} + {k0 * t.n}", t.n, "ts_matmul"
+                    b, ldb, fn = f"{self._tile_b(t)} + {k0 * t.n}", t.n, "ts_matmul"
                 self._emit(
-                    f"{fn}({a}, {seg.row_stride}, {b}, {ldb}, {t.name}, {t.n}, "
+                    f"{fn}({a}, {lda}, {b}, {ldb}, {t.name}, {t.n}, "
                     f"ts_b1 - ts_b0, {seg.width}, {t.n}, {add});",
                     1,
                 )
                 k0 += seg.width
+            if half_out:
+                self._emit(f"for (int64_t q = 0; q < (ts_b1 - ts_b0) * {t.n}; ++q) {{", 1)
+                self._emit(f"{t.out}[ts_b0 * {t.n} + q] = {t.name}[q];", 2)
+                self._emit("}", 1)
         for p in k.tile_params:
             self._emit(f"const float* __restrict {p.name} = {p.tile};", 1)
+
+    def _tile_b(self, t: Tile) -> str:
+        """The tile's right operand as floats (a 16-bit one widened once per call)."""
+        return f"{t.name}_bf" if self.params[t.b].dtype in ROUND_TO else t.b
 
     def _emit(self, text: str, depth: int = 0) -> None:
         self.lines.append("  " * depth + text)
@@ -302,11 +323,20 @@ class Emitter:
                 self._emit(f"std::unique_ptr<{ct}[]> {b.name}_owner(new {ct}[{b.elements}]);", 1)
                 self._emit(f"{ct}* __restrict {b.name} = {b.name}_owner.get();", 1)
         for t in k.tiles:
+            if self._tile_b(t) != t.b:  # a 16-bit right operand, widened once per call
+                self._array(f"{t.name}_bf", t.k * t.n)
+                self._emit(
+                    f"for (int64_t q = 0; q < {t.k * t.n}; ++q) {t.name}_bf[q] = {t.b}[q];", 1
+                )
             if t.n < NARROW_COLUMNS:  # the right operand transposed, once per call
                 self._array(f"{t.name}_bt", t.k * t.n)
-                self._emit(f"ts_transpose({t.b}, {t.n}, {t.name}_bt, {t.k}, {t.k}, {t.n});", 1)
-            if not t.out:
+                right = self._tile_b(t)
+                self._emit(f"ts_transpose({right}, {t.n}, {t.name}_bt, {t.k}, {t.k}, {t.n});", 1)
+            if not t.out or self.params[t.out].dtype in ROUND_TO:
                 self._array(f"{t.name}_buf", k.block_rows * t.n)
+            for i, seg in enumerate(t.segments):
+                if self.params[seg.param].dtype in ROUND_TO:
+                    self._array(f"{t.name}_a{i}", k.block_rows * seg.width)
         self._emit("(void)ts_sym;", 1)
 
     def _array(self, name: str, size: int) -> None:
@@ -579,9 +609,22 @@ def _cast(x: str, src: str, dst: str) -> str:
 def has_half(kernel: Kernel) -> bool:
     """Whether the kernel stores a tensor as a 16-bit float (it then needs cpu_half.h)."""
     stmts = [s for block in kernel.row_stmts + kernel.loops for s in block]
-    return any(p.dtype in ROUND_TO for p in kernel.inputs + kernel.outputs) or any(
-        isinstance(s, Let) and s.dtype in ROUND_TO for s in stmts
+    a = kernel.attention
+    exprs = [a.q, a.k, a.v, a.score, *([a.post] if a.post else [])] if a else []
+    return (
+        any(p.dtype in ROUND_TO for p in kernel.inputs + kernel.outputs)
+        or any(isinstance(s, Let) and s.dtype in ROUND_TO for s in stmts)
+        or any(_rounds_to_half(e) for e in exprs)
     )
+
+
+def _rounds_to_half(e: Expr) -> bool:
+    """Whether an expression casts to a 16-bit float (ts_round_f16, ts_round_bf16)."""
+    if not isinstance(e, Call):
+        return False
+    if e.op == "Cast" and e.attr("dst") in ROUND_TO:
+        return True
+    return any(_rounds_to_half(x) for x in e.args)
 
 
 def _loads(e: Expr) -> list[Load]:

@@ -27,6 +27,7 @@ import dataclasses
 import hashlib
 
 from tf_stitch.codegen.cpu import (
+    COMPUTE_CTYPE,
     CTYPE,
     OPS_PRELUDE,
     REDUCE_INIT,
@@ -90,12 +91,9 @@ def emit_cuda(kernel: Kernel) -> str:
         from tf_stitch.codegen.attention_cuda import emit_attention_cuda
 
         return emit_attention_cuda(kernel)
-    if has_half(kernel):
-        raise CudaUnsupported(
-            f"{kernel.name}: float16/bfloat16 tensors are stitched for the CPU only so far"
-        )
     shared = sum(row_buffer(kernel, b) * (1 if b.dtype == "bool" else 4) for b in kernel.buffers)
-    shared += sum(t.n * 4 for t in kernel.tiles if not t.out)
+    outputs = {p.name: p.dtype for p in kernel.outputs}
+    shared += sum(t.n * 4 for t in kernel.tiles if outputs.get(t.out) != "float32")
     if shared > MAX_SHARED_BYTES:
         raise CudaUnsupported(
             f"{kernel.name}: {shared} B of shared memory per block (limit {MAX_SHARED_BYTES})"
@@ -132,11 +130,21 @@ def kernel_arguments(kernel: Kernel) -> list[str]:
 def kernel_head(kernel: Kernel) -> list[str]:
     """Headers, the math and reduction preludes, and the `__global__` function's signature up to
     its opening brace."""
-    return [*cuda_preamble(gathers(kernel)), *signature(kernel_arguments(kernel), kernel.name)]
+    head = cuda_preamble(gathers(kernel), has_half(kernel))
+    return [*head, *signature(kernel_arguments(kernel), kernel.name)]
 
 
-def cuda_preamble(gather: bool = False) -> list[str]:
-    """Headers and the math and reduction preludes (and the gathers' error report)."""
+# 16-bit floats (cpu_half.h) as host and device code: stored in 16 bits, computed in float.
+_HALF_PRELUDE = [
+    "#define TS_HALF_FN static __host__ __device__ __forceinline__",
+    "#define TS_HALF_METHOD __host__ __device__",
+    header("cpu_half.h"),
+]
+
+
+def cuda_preamble(gather: bool = False, half: bool = False) -> list[str]:
+    """Headers and the math and reduction preludes (and the gathers' error report, and the
+    16-bit float types)."""
     return [
         "#include <cmath>",
         "#include <cstdint>",
@@ -147,6 +155,7 @@ def cuda_preamble(gather: bool = False) -> list[str]:
         OPS_PRELUDE.replace("static inline", "static __device__ __forceinline__"),
         _CUDA_PRELUDE,
         *([_GATHER_PRELUDE] if gather else []),
+        *(_HALF_PRELUDE if half else []),
     ]
 
 
@@ -221,9 +230,10 @@ class CudaEmitter(Emitter):
         if k.reductions:
             self._emit("__shared__ float ts_scratch[32];", 1)
         for b in k.buffers:
-            self._emit(f"__shared__ {CTYPE[b.dtype]} {b.name}[{row_buffer(k, b)}];", 1)
+            ct = COMPUTE_CTYPE[b.dtype]
+            self._emit(f"__shared__ {ct} {b.name}[{row_buffer(k, b)}];", 1)
         for t in k.tiles:
-            if not t.out:
+            if not t.out or self.params[t.out].dtype != "float32":
                 self._emit(f"__shared__ float {t.name}_buf[{t.n}];", 1)
         self._emit("for (int64_t r = ts_first + blockIdx.x; r < ts_units; r += gridDim.x) {", 1)
         if k.tiles:
@@ -244,19 +254,29 @@ class CudaEmitter(Emitter):
         k = self.k
         self._emit("const int64_t ts_b0 = r;  // a tile holds this unit's row", 2)
         for t in k.tiles:
-            dest = f"{t.out} + r * {t.n}" if t.out else f"{t.name}_buf"
+            # a 16-bit output holding the product gets it rounded; the tile stays in float
+            half_out = bool(t.out) and self.params[t.out].dtype != "float32"
+            dest = f"{t.out} + r * {t.n}" if t.out and not half_out else f"{t.name}_buf"
             self._emit(f"float* {t.name} = {dest};", 2)
             self._emit(f"for (int64_t j = threadIdx.x; j < {t.n}; j += blockDim.x) {{", 2)
             self._emit("float acc = 0.0f;", 3)
             k0 = 0
             for s, seg in enumerate(t.segments):
                 offset = f" + {seg.offset}" if seg.offset else ""
-                self._emit(f"const float* a{s} = {seg.param} + r * {seg.row_stride}{offset};", 3)
+                ct = CTYPE[self.params[seg.param].dtype]
+                self._emit(f"const {ct}* a{s} = {seg.param} + r * {seg.row_stride}{offset};", 3)
                 self._emit(f"for (int64_t q = 0; q < {seg.width}; ++q) {{", 3)
-                self._emit(f"acc = fmaf(a{s}[q], {t.b}[({k0} + q) * {t.n} + j], acc);", 4)
+                a, b = f"a{s}[q]", f"{t.b}[({k0} + q) * {t.n} + j]"
+                if ct != "float":  # 16-bit operands are widened as they are read
+                    a = f"float({a})"
+                if self.params[t.b].dtype != "float32":
+                    b = f"float({b})"
+                self._emit(f"acc = fmaf({a}, {b}, acc);", 4)
                 self._emit("}", 3)
                 k0 += seg.width
             self._emit(f"{t.name}[j] = acc;", 3)
+            if half_out:
+                self._emit(f"{t.out}[r * {t.n} + j] = acc;", 3)
             self._emit("}", 2)
         self._emit("__syncthreads();  // every thread reads the tiles", 2)
         for p in k.tile_params:

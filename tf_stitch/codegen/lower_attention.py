@@ -124,5 +124,7 @@ class _AttentionLowerer:
         node = self.graph.node(ref.node)
         if node.op in ("OnesLike", "ZerosLike"):  # the scores' shape, not their values
             return Lit(node.op == "OnesLike", node.outputs[0].dtype)
+        if node.op == "Cast" and node.name in self.match.weight_nodes:
+            return self._expr(node.inputs[0], roles, subs)  # probabilities stay float32
         args = tuple(self._expr(r, roles, subs) for r in node.inputs)
         return Call(node.op, args, call_attrs(node))

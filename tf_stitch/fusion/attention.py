@@ -30,7 +30,7 @@ from tf_stitch.fusion.attention_products import (
 )
 from tf_stitch.fusion.decision import Decision, allow, forbid
 from tf_stitch.fusion.legality import Context, node_legality
-from tf_stitch.fusion.op_kinds import OpKind, op_spec
+from tf_stitch.fusion.op_kinds import HALF_DTYPES, OpKind, op_spec
 from tf_stitch.fusion.static_args import reduction_axes, transpose_perm
 from tf_stitch.graph.ir import Graph, Node, TensorRef
 from tf_stitch.graph.values import scalar_constant
@@ -38,6 +38,8 @@ from tf_stitch.graph.values import scalar_constant
 # Elementwise ops computing one operand (a bias add and a scale are two).
 MAX_OPERAND_OPS = 8
 BROADCAST = ""  # the role of a size-1 dim that broadcasts
+# what an attention kernel reads and writes: 16-bit floats are computed in float32
+_FLOATS = frozenset({"float32"}) | HALF_DTYPES
 
 Log = Callable[[str, Decision], Decision]
 
@@ -277,7 +279,8 @@ def _weights(ctx: Context, probs: TensorRef) -> tuple[list[str], TensorRef]:
     """What the probabilities go through before V: multiplications by factors that do not
     depend on them, and selections of them or 0 (Keras' masked softmax zeroes the masked
     ones), each of which a kernel may apply to the softmax's exponentials before dividing by
-    their sum. Their ops, and the result."""
+    their sum, and casts between float types (mixed precision's probabilities cast to 16 bits,
+    which the kernel keeps in float32). Their ops, and the result."""
     nodes: list[str] = []
     value = probs
     shape = ctx.graph.info(probs).shape
@@ -286,6 +289,8 @@ def _weights(ctx: Context, probs: TensorRef) -> tuple[list[str], TensorRef]:
             break
         if user.op == "Mul":
             pass
+        elif user.op == "Cast" and ctx.graph.info(value).dtype in _FLOATS:
+            pass  # computed in float32 (the kernel rounds its output alone)
         elif user.op in ("Select", "SelectV2") and value != user.inputs[0]:
             other = user.inputs[2] if user.inputs[1] == value else user.inputs[1]
             if scalar_constant(ctx.graph, other) != 0:
@@ -463,7 +468,7 @@ def _add_leaf(
     info = ctx.graph.info(ref)
     if info.shape is None or len(info.shape) > len(roles):
         raise _Refused(f"{ref} does not broadcast to its operand")
-    if info.dtype not in ("float32", "bool"):
+    if info.dtype not in _FLOATS | {"bool"}:
         raise _Refused(f"{ref} has dtype {info.dtype}")
     leaves[(ref, aligned_roles(info.shape, roles))] = None
 
@@ -533,11 +538,11 @@ def _check_node(ctx: Context, node: Node) -> None:
     for i, info in enumerate(node.outputs):
         if node.output(i) in ctx.fed:
             raise _Refused(f"{node.name} is fed")
-        if info.dtype != "float32" or info.shape is None:
-            raise _Refused(f"{node.name} is not float32 of known rank")
+        if info.dtype not in _FLOATS or info.shape is None:
+            raise _Refused(f"{node.name} is not a float of known rank")
     data = node.inputs[:1] if node.op in ("Max", "Sum", "Transpose") else node.inputs[:2]
     for ref in data:
-        if ctx.graph.info(ref).dtype != "float32":
+        if ctx.graph.info(ref).dtype not in _FLOATS:
             raise _Refused(f"{node.name} reads {ctx.graph.info(ref).dtype}")
 
 

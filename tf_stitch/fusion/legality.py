@@ -113,13 +113,6 @@ def node_legality(ctx: Context, node: Node) -> Decision:
             return forbid(f"input {ref} has dtype {info.dtype}, not fused yet")
         if info.shape is None:
             return forbid(f"input {ref} has an unknown rank")
-    if spec.kind in (OpKind.MATMUL, OpKind.GATHER):
-        half = [ctx.graph.info(r).dtype for r in node.inputs[:2]] + [node.outputs[0].dtype]
-        if HALF_DTYPES & set(half):
-            return forbid(
-                f"{node.op} of {'/'.join(sorted(HALF_DTYPES & set(half)))}: kernels "
-                "tile matmuls and gather rows of float32 only so far"
-            )
     return _op_specific(ctx.graph, node)
 
 
@@ -214,9 +207,9 @@ def matmul_legality(graph: Graph, node: Node) -> Decision:
     k, n = b
     if k is None or n is None or a[-1] != k:
         return forbid("MatMul's right operand has an unknown size")
-    if node.outputs[0].dtype != "float32":
-        return forbid("only float32 matmuls are tiled")
-    size = k * n * 4
+    if node.outputs[0].dtype not in {"float32"} | HALF_DTYPES:
+        return forbid(f"{node.outputs[0].dtype} matmuls are not tiled")
+    size = k * n * 4  # a 16-bit right operand is widened to float32 once per call
     if size > SMALL_MATMUL_BYTES:
         return forbid(
             f"large {node.op} ({k}x{n} right operand, {size} B > {SMALL_MATMUL_BYTES} B): "
