@@ -31,6 +31,26 @@ def test_layer_norm_gelu_is_one_kernel_against_many() -> None:
     assert "tf_stitch" in table and "XLA:CPU" in table and "TensorFlow" in table
 
 
+def test_kernels_are_counted_by_the_dtypes_they_store() -> None:
+    """Keras' mixed-precision pattern: a float16 GELU around a float32 layer norm and a float64
+    softmax: each kernel is counted under the float dtypes it reads and writes."""
+
+    def fn(x: tf.Tensor, d: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        h = tf.nn.gelu(tf.cast(x, tf.float16) * 2)
+        y = tf.cast(_ln_gelu(tf.cast(h, tf.float32)), tf.float16) + h
+        return y, tf.nn.softmax(d * 3)
+
+    report = tf_stitch.count_launches(
+        fn, tf.random.normal([8, 64]), tf.random.normal([8, 32], dtype=tf.float64)
+    )
+    assert (
+        sum(report.stitched_by_dtype.values()) == report.tf_stitch_detail.by_type["StitchedKernel"]
+    )
+    assert report.stitched_by_dtype.get("float64") == 1, report.stitched_by_dtype
+    assert any("float16" in d for d in report.stitched_by_dtype), report.stitched_by_dtype
+    assert "tf_stitch's kernels by dtype: " in str(report)
+
+
 def test_accepts_optimized_functions_and_keras_models() -> None:
     import keras
 

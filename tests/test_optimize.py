@@ -233,21 +233,19 @@ def test_a_kernel_that_does_not_load_keeps_the_original_ops(
     assert_close(ln_relu(x), fn(x))
 
 
-@pytest.mark.parametrize("dtype", [tf.float64])
-def test_other_float_dtypes_are_left_to_tensorflow(dtype: tf.DType) -> None:
-    """float64 (the 16-bit floats are stitched: tests/test_half_numerics.py)."""
+def test_float64_is_stitched_and_computed_in_double() -> None:
+    """(the 16-bit floats: tests/test_half_numerics.py; every dtype of every numerics case:
+    tests/test_dtype_numerics.py)"""
 
-    @tf.function(input_signature=[tf.TensorSpec([None, 16], dtype)])
+    @tf.function(input_signature=[tf.TensorSpec([None, 16], tf.float64)])
     def f(x: tf.Tensor) -> tf.Tensor:
         return tf.nn.softmax(tf.nn.relu(x) * 2.0) + tf.reduce_mean(x, -1, keepdims=True)
 
     fn = tf_stitch.optimize(f)
-    assert _kernels(fn.graph_def) == 0
-    x = tf.cast(random_inputs([tf.TensorSpec([None, 16])], batch=3)[0], dtype)
-    tol = 1e-2 if dtype in (tf.float16, tf.bfloat16) else 1e-12
-    np.testing.assert_allclose(
-        tf.cast(f(x), tf.float64).numpy(), tf.cast(fn(x), tf.float64).numpy(), rtol=tol, atol=tol
-    )
+    assert _kernels(fn.graph_def) == 1
+    assert "double" in fn.kernels[0].source
+    x = tf.cast(random_inputs([tf.TensorSpec([None, 16])], batch=3)[0], tf.float64)
+    np.testing.assert_allclose(f(x).numpy(), fn(x).numpy(), rtol=1e-12, atol=1e-12)
 
 
 def test_multi_input_keras_model_is_called_like_the_model() -> None:

@@ -26,6 +26,7 @@ import tensorflow as tf
 from conftest import assert_close, random_inputs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from retype import retype, retype_graph_def
 
 import tf_stitch
 
@@ -184,8 +185,10 @@ def build(steps: list[Step], outputs: list[int]) -> Callable[..., tuple[tf.Tenso
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-@given(programs())
-def test_optimized_random_graphs_match_tensorflow(program: tuple[list[Step], list[int]]) -> None:
+@given(programs(), st.sampled_from(["float32", "float64", "float16", "bfloat16"]))
+def test_optimized_random_graphs_match_tensorflow(
+    program: tuple[list[Step], list[int]], dtype: str
+) -> None:
     steps, outputs = program
     sig = [
         tf.TensorSpec([None, 2 * N]),
@@ -195,6 +198,9 @@ def test_optimized_random_graphs_match_tensorflow(program: tuple[list[Step], lis
         tf.TensorSpec([None, N]),
         tf.TensorSpec([], tf.bool),
     ]
+    if dtype != "float32":
+        _check_in_dtype(build(steps, outputs), sig, tf.as_dtype(dtype))
+        return
     original = tf.function(build(steps, outputs), input_signature=sig)
     optimized = tf_stitch.optimize(original)
     for batch, seed in ((1, 0), (4, 1)):
@@ -204,3 +210,36 @@ def test_optimized_random_graphs_match_tensorflow(program: tuple[list[Step], lis
         for p in (tf.constant(True), tf.constant(False)):
             want, got = original(*xs, ids, c, p), optimized(*xs, ids, c, p)
             assert_close(want, got, rtol=2e-5, atol=2e-5)
+
+
+def _inputs(sig: list[tf.TensorSpec], batch: int, seed: int) -> list[tf.Tensor]:
+    xs = random_inputs(sig[:3], batch=batch, seed=seed)
+    ids = tf.constant(np.random.default_rng(seed).integers(0, VOCAB, [batch]), tf.int32)
+    (c,) = random_inputs(sig[4:5], batch=batch + 2, seed=seed)
+    return [*xs, ids, c]
+
+
+def _check_in_dtype(fn: Callable[..., object], sig: list[tf.TensorSpec], dtype: tf.DType) -> None:
+    """The program's float32 tensors made `dtype` (tests/retype.py). float64: TensorFlow's own
+    run, within 1e-9. 16-bit floats: kernels compute in float32 and round their outputs, so the
+    reference is TensorFlow's float32 run of the same graph (its constants rounded to `dtype`)
+    rounded once; values that cross kernels are rounded there too: within 1e-2 (float16), 6e-2
+    (bfloat16)."""
+    retyped = retype(fn, sig, dtype)
+    optimized = tf_stitch.optimize(retyped.graph_def, outputs=retyped.outputs)
+    wide = retype_graph_def(retyped.graph_def, dtype, tf.float32)
+    tol = {tf.float64: 1e-9, tf.float16: 1e-2, tf.bfloat16: 6e-2}[dtype]
+    for batch, seed in ((1, 0), (4, 1)):
+        xs = _inputs(sig, batch, seed)
+        for p in (tf.constant(True), tf.constant(False)):
+            typed = [tf.cast(x, d) for x, d in zip([*xs, p], retyped.dtypes, strict=True)]
+            got = retyped.run(optimized, typed)
+            if dtype == tf.float64:
+                want = retyped.run(retyped.graph_def, typed)
+            else:
+                floats = [tf.cast(x, tf.float32) if x.dtype == dtype else x for x in typed]
+                want = [tf.cast(w, dtype).numpy() for w in retyped.run(wide, floats)]
+            for w, g in zip(want, got, strict=True):
+                assert w.dtype == g.dtype and w.shape == g.shape
+                w64, g64 = w.astype(np.float64), g.astype(np.float64)
+                np.testing.assert_allclose(g64, w64, rtol=tol, atol=tol, equal_nan=True)

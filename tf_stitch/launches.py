@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -10,9 +11,12 @@ import tensorflow as tf
 
 from tf_stitch.fusion.legality import has_cpu_only_epilogues
 from tf_stitch.fusion.siblings import has_cpu_only_splits
+from tf_stitch.graph.callable import IMPORT_SCOPE
 from tf_stitch.graph.frontends import is_keras_model
+from tf_stitch.graph.ir import Graph
 from tf_stitch.graph.op_view import graph_of_function
 from tf_stitch.optimize import OptimizedFunction, StitchFunction, optimize
+from tf_stitch.passes.decompose_common import FLOAT_DTYPES
 from tf_stitch.passes.nchw_layout import has_nhwc_convolutions, needs_nchw_host
 from tf_stitch.passes.packed_accumulators import has_packed_accumulators
 from tf_stitch.profiler.gpu_launches import GpuLaunches, count_gpu_launches
@@ -41,6 +45,9 @@ class LaunchReport:
     tf_gpu_detail: GpuLaunches | None = None
     # The graph counted for a GPU: the one optimize() gives for a GPU (NCHW convolutions).
     gpu_optimized: OptimizedFunction | None = None
+    # tf_stitch's kernel launches per step by the float dtypes each stores ("float16+float32":
+    # a kernel of Keras' mixed precision reading one and writing the other)
+    stitched_by_dtype: dict[str, int] = field(default_factory=dict)
 
     def __str__(self) -> str:
         xla = "n/a" if self.xla_cpu is None else str(self.xla_cpu)
@@ -57,8 +64,30 @@ class LaunchReport:
         width = max(len(r[0]) for r in rows)
         lines = [f"{'kernels per step':<{width}}  count"]
         lines += [f"{name:<{width}}  {value:>5}" for name, value in rows]
+        if self.stitched_by_dtype:
+            parts = ", ".join(f"{d} x {n}" for d, n in sorted(self.stitched_by_dtype.items()))
+            lines.append(f"tf_stitch's kernels by dtype: {parts}")
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
+
+
+def stitched_by_dtype(ops: OpLaunches, graph: Graph) -> dict[str, int]:
+    """StitchedKernel launches per step of `ops` (a traced run of `graph`) by the float dtypes
+    the kernel reads and writes ("other": a node the trace names that the graph does not have,
+    one inside a loop's body)."""
+    counts: Counter[str] = Counter()
+    per_step = ops.per_step / max(sum(ops.runs.values()), 1)
+    for run, n in ops.runs.items():
+        if run.op != "StitchedKernel":
+            continue
+        node = graph.nodes.get(run.node.removeprefix(IMPORT_SCOPE + "/"))
+        if node is None:
+            counts["other"] += n
+            continue
+        infos = [graph.info(r) for r in node.inputs] + list(node.outputs)
+        floats = sorted({i.dtype for i in infos if i.dtype in FLOAT_DTYPES})
+        counts["+".join(floats) or "bool"] += n
+    return {d: round(n * per_step) for d, n in counts.items()}
 
 
 def count_launches(fn: Any, *inputs: Any, steps: int = 3) -> LaunchReport:
@@ -138,6 +167,7 @@ def count_launches(fn: Any, *inputs: Any, steps: int = 3) -> LaunchReport:
         tf_gpu.total,
         tf_gpu,
         gpu_optimized,
+        stitched_by_dtype(stitch_count, optimized.graph),
     )
 
 

@@ -63,7 +63,6 @@ def test_fetched_softmax_keeps_its_name_and_device() -> None:
 
 def negatives() -> None:
     x = tf.compat.v1.placeholder(tf.float32, [2, 3], name="x")
-    tf.nn.softmax(tf.cast(x, tf.float64), name="f64")
     with tf.control_dependencies([tf.no_op(name="first")]):
         tf.nn.softmax(x, name="ordered")
     gate = tf.nn.softmax(x, name="gate")
@@ -74,9 +73,21 @@ def negatives() -> None:
     tf.raw_ops.Softmax(logits=u, name="unknown_rank")
 
 
-@pytest.mark.parametrize("name", ["f64", "ordered", "gate", "fed", "unknown_rank"])
+@pytest.mark.parametrize("name", ["ordered", "gate", "fed", "unknown_rank"])
 def test_does_not_decompose_when_dtype_edges_feeds_or_rank_forbid(name: str) -> None:
     g = v1_graph(negatives, inputs=["x", "u", "fed"])
     out = run_pass(decompose_softmax, g)
     assert out.node(name).op == "Softmax"
     assert not any(n.startswith(name + "_decomposed") for n in out.nodes)
+
+
+def test_a_float64_softmax_is_decomposed_in_float64() -> None:
+    def build() -> None:
+        x = tf.compat.v1.placeholder(tf.float64, [2, 3], name="x")
+        tf.nn.softmax(x, name="sm")
+
+    g = v1_graph(build)
+    out = run_pass(decompose_softmax, g)
+    assert out.node("sm").op == "RealDiv"
+    assert out.info(ref("sm")) == TensorInfo("float64", (2, 3))
+    assert_same_values(g, out)

@@ -22,7 +22,15 @@ import hashlib
 import math
 from dataclasses import dataclass
 
-from tf_stitch.codegen.cpu import ABI_VERSION, CTYPE, RUN_PARAMETERS, Emitter, has_half, header
+from tf_stitch.codegen.cpu import (
+    ABI_VERSION,
+    CTYPE,
+    RUN_PARAMETERS,
+    Emitter,
+    has_double,
+    has_half,
+    header,
+)
 from tf_stitch.codegen.cuda import (
     CudaEmitter,
     cuda_preamble,
@@ -132,7 +140,7 @@ def emit_cpu_bundle(b: Bundle) -> str:
 def _cuda(b: Bundle, name: str) -> str:
     lines = [
         f"// tf_stitch kernel (CUDA): {b.kernel.schedule}",
-        *cuda_preamble(half=any(map(has_half, b.members))),
+        *cuda_preamble(half=any(map(has_half, b.members)), double=any(map(has_double, b.members))),
     ]
     for i, m in enumerate(b.members):
         lines += CudaEmitter(m, function=f"ts_m{i}").source().splitlines()

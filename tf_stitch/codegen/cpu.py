@@ -52,6 +52,7 @@ MIN_PERIOD = 16
 # its values are computed in.
 CTYPE = {
     "float32": "float",
+    "float64": "double",
     "bool": "bool",
     "int32": "int32_t",
     "int64": "int64_t",
@@ -242,6 +243,7 @@ class Emitter:
             *([header("cpu_matmul.h")] if k.tiles else []),
             *([_GATHER_PRELUDE] if any(p.gather for p in k.inputs) else []),
             *([header("cpu_half.h")] if has_half(k) else []),
+            *([header("cpu_double.h")] if has_double(k) else []),
             OPS_PRELUDE,
             f'extern "C" int ts_abi_version(void) {{ return {ABI_VERSION}; }}',
             "",
@@ -314,7 +316,7 @@ class Emitter:
         for p in k.outputs:
             ct = CTYPE[p.dtype]
             self._emit(f"{ct}* __restrict {p.name} = static_cast<{ct}*>(ts_out[{p.index}]);", 1)
-        on_stack = sum(b.elements * (1 if b.dtype == "bool" else 4) for b in k.buffers)
+        on_stack = sum(b.elements * itemsize(b.dtype) for b in k.buffers)
         for b in k.buffers:
             ct = COMPUTE_CTYPE[b.dtype]
             if on_stack <= STACK_BUFFER_BYTES:
@@ -396,7 +398,7 @@ class Emitter:
             return
         reds = [r for r in self.k.reductions if r.loop == loop]
         for r in reds:
-            self._emit(f"float {r.name}_val;", 2)
+            self._emit(f"{COMPUTE_CTYPE[r.dtype]} {r.name}_val;", 2)
         self._emit("{", 2)
         if not reds and self.period:
             self._emit(f"for (int64_t ts_j = 0; ts_j < ts_C; ts_j += {self.period}) {{", 3)
@@ -415,7 +417,7 @@ class Emitter:
             self._emit("}", 3)
         else:
             for r in reds:
-                self._emit(f"float {r.name}_acc[{LANES}];", 3)
+                self._emit(f"{COMPUTE_CTYPE[r.dtype]} {r.name}_acc[{LANES}];", 3)
                 self._emit(
                     f"for (int l = 0; l < {LANES}; ++l) {r.name}_acc[l] = {REDUCE_INIT[r.kind]};",
                     3,
@@ -442,7 +444,8 @@ class Emitter:
                 self._emit(f"for (int l = 0; l < h; ++l) {acc}[l] = {step};", 4)
                 self._emit(f"{r.name}_val = {acc}[0];", 3)
                 if r.kind == "Mean":
-                    self._emit(f"{r.name}_val = {r.name}_val / static_cast<float>(ts_C);", 3)
+                    ct = COMPUTE_CTYPE[r.dtype]
+                    self._emit(f"{r.name}_val = {r.name}_val / static_cast<{ct}>(ts_C);", 3)
         self._emit("}", 2)
 
     def _body(self, stmts: list[Stmt], depth: int, lane: str | None) -> None:
@@ -533,7 +536,7 @@ class Emitter:
         ]
         budget = STACK_BUFFER_BYTES // 2
         for p in candidates:
-            size = row * {"bool": 1, "int64": 8}.get(p.dtype, 4)
+            size = row * itemsize(p.dtype)
             if size > budget:
                 break
             budget -= size
@@ -595,6 +598,11 @@ def _cast(x: str, src: str, dst: str) -> str:
     """A Cast of `x` (computed in COMPUTE_CTYPE[src]) to `dst`, computed in COMPUTE_CTYPE[dst]."""
     if src == dst:
         return x
+    if dst == "float64":
+        return f"({x} ? 1.0 : 0.0)" if src == "bool" else f"static_cast<double>({x})"
+    if src == "float64" and dst != "bool":  # to float first (Eigen's double -> half is too)
+        x = f"static_cast<float>({x})"
+        return f"{ROUND_TO[dst]}({x})" if dst in ROUND_TO else x
     if dst == "bool":
         return f"({x} != 0.0f)"
     if src in ("int32", "int64"):  # round to nearest, as TensorFlow's Cast
@@ -604,6 +612,21 @@ def _cast(x: str, src: str, dst: str) -> str:
     # a float, a float16 or a bfloat16 (computed in float): rounded to a 16-bit format (a
     # float16 rounded to bfloat16 rounds once: its value is exact in float)
     return f"{ROUND_TO[dst]}({x})" if dst in ROUND_TO else x
+
+
+def itemsize(dtype: str) -> int:
+    """Bytes of one element of a tensor of `dtype` as a kernel stores it."""
+    return {"bool": 1, "float16": 2, "bfloat16": 2, "int64": 8, "float64": 8}.get(dtype, 4)
+
+
+def has_double(kernel: Kernel) -> bool:
+    """Whether the kernel computes in double (it then needs cpu_double.h)."""
+    stmts = [s for block in kernel.row_stmts + kernel.loops for s in block]
+    return (
+        any(p.dtype == "float64" for p in kernel.inputs + kernel.outputs)
+        or any(isinstance(s, Let) and s.dtype == "float64" for s in stmts)
+        or any(r.dtype == "float64" for r in kernel.reductions)
+    )
 
 
 def has_half(kernel: Kernel) -> bool:
@@ -652,9 +675,10 @@ def literal(value: float | bool | str, dtype: str) -> str:
     if dtype == "bool":
         return "true" if value else "false"
     v = float(value)
+    suffix = "" if dtype == "float64" else "f"
     if v != v:
         return "NAN"
     if v in (float("inf"), float("-inf")):
         return "INFINITY" if v > 0 else "(-INFINITY)"
     # copysign, not `v >= 0`: -0.0 must be parenthesized too, or Neg spells it `(--0x0p+0f)`
-    return f"{v.hex()}f" if math.copysign(1.0, v) > 0 else f"(-{(-v).hex()}f)"
+    return f"{v.hex()}{suffix}" if math.copysign(1.0, v) > 0 else f"(-{(-v).hex()}{suffix})"

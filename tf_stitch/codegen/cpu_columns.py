@@ -94,7 +94,7 @@ class ColumnEmitter(Emitter):
         k = self.k
         reds = [r for r in k.reductions if r.loop == loop]
         for r in reds:
-            self._emit(f"float {r.name}_acc[{k.lanes}];", 2)
+            self._emit(f"{COMPUTE_CTYPE[r.dtype]} {r.name}_acc[{k.lanes}];", 2)
             init = REDUCE_INIT[r.kind]
             self._emit(f"for (int64_t l = 0; l < nl; ++l) {r.name}_acc[l] = {init};", 2)
         depth = 2
@@ -104,7 +104,7 @@ class ColumnEmitter(Emitter):
                 f"const int64_t i1 = i0 + {PARTIAL_ROWS} < ts_C ? i0 + {PARTIAL_ROWS} : ts_C;", 3
             )
             for r in reds:
-                self._emit(f"float {r.name}_part[{k.lanes}];", 3)
+                self._emit(f"{COMPUTE_CTYPE[r.dtype]} {r.name}_part[{k.lanes}];", 3)
                 init = REDUCE_INIT[r.kind]
                 self._emit(f"for (int64_t l = 0; l < nl; ++l) {r.name}_part[l] = {init};", 3)
             self._emit("for (int64_t i = i0; i < i1; ++i) {", 3)
@@ -126,10 +126,11 @@ class ColumnEmitter(Emitter):
                 self._emit(f"for (int64_t l = 0; l < nl; ++l) {acc} = {step};", 3)
             self._emit("}", 2)
         for r in reds:
-            self._emit(f"float {r.name}_val[{k.lanes}];", 2)
+            ct = COMPUTE_CTYPE[r.dtype]
+            self._emit(f"{ct} {r.name}_val[{k.lanes}];", 2)
             value = f"{r.name}_acc[l]"
             if r.kind == "Mean":
-                value = f"{value} / static_cast<float>(ts_C)"
+                value = f"{value} / static_cast<{ct}>(ts_C)"
             self._emit(f"for (int64_t l = 0; l < nl; ++l) {r.name}_val[l] = {value};", 2)
 
     def _stmts(self, stmts: list[Stmt], depth: int, row: bool, lane: str | None = None) -> None:

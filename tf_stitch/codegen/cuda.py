@@ -32,8 +32,10 @@ from tf_stitch.codegen.cpu import (
     OPS_PRELUDE,
     REDUCE_INIT,
     Emitter,
+    has_double,
     has_half,
     header,
+    itemsize,
     product,
     source_header,
 )
@@ -45,15 +47,15 @@ BLOCK_THREADS = 256
 _COMBINE = {"Sum": 0, "Mean": 0, "Prod": 1, "Max": 2, "Min": 3}
 
 _CUDA_PRELUDE = """
-template <int KIND>
-__device__ __forceinline__ float ts_combine(float a, float b) {
+template <int KIND, typename T>
+__device__ __forceinline__ T ts_combine(T a, T b) {
   return KIND == 0 ? a + b : KIND == 1 ? a * b : KIND == 2 ? ts_max(a, b) : ts_min(a, b);
 }
 
 // Every thread's partial, combined across the block; every thread returns the result.
 // `scratch` holds one value per warp.
-template <int KIND>
-__device__ __forceinline__ float ts_block_reduce(float v, float identity, float* scratch) {
+template <int KIND, typename T>
+__device__ __forceinline__ T ts_block_reduce(T v, T identity, T* scratch) {
   for (int o = 16; o > 0; o >>= 1) v = ts_combine<KIND>(v, __shfl_xor_sync(0xffffffffu, v, o));
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
   if (lane == 0) scratch[warp] = v;
@@ -81,6 +83,11 @@ class CudaUnsupported(Exception):
     """The kernel uses something the CUDA emitter does not emit yet (it runs on the CPU)."""
 
 
+def _scratch(dtype: str) -> str:
+    """The block reductions' shared array of one partial per warp, for `dtype`'s reductions."""
+    return "ts_scratch" if dtype == "float32" else f"ts_scratch_{dtype}"
+
+
 # Static shared memory a block may use (the rest of the 48 KB is the scratch and headroom).
 MAX_SHARED_BYTES = 40 * 1024
 
@@ -91,7 +98,7 @@ def emit_cuda(kernel: Kernel) -> str:
         from tf_stitch.codegen.attention_cuda import emit_attention_cuda
 
         return emit_attention_cuda(kernel)
-    shared = sum(row_buffer(kernel, b) * (1 if b.dtype == "bool" else 4) for b in kernel.buffers)
+    shared = sum(row_buffer(kernel, b) * itemsize(b.dtype) for b in kernel.buffers)
     outputs = {p.name: p.dtype for p in kernel.outputs}
     shared += sum(t.n * 4 for t in kernel.tiles if outputs.get(t.out) != "float32")
     if shared > MAX_SHARED_BYTES:
@@ -130,7 +137,7 @@ def kernel_arguments(kernel: Kernel) -> list[str]:
 def kernel_head(kernel: Kernel) -> list[str]:
     """Headers, the math and reduction preludes, and the `__global__` function's signature up to
     its opening brace."""
-    head = cuda_preamble(gathers(kernel), has_half(kernel))
+    head = cuda_preamble(gathers(kernel), has_half(kernel), has_double(kernel))
     return [*head, *signature(kernel_arguments(kernel), kernel.name)]
 
 
@@ -142,7 +149,14 @@ _HALF_PRELUDE = [
 ]
 
 
-def cuda_preamble(gather: bool = False, half: bool = False) -> list[str]:
+# float64's functions (cpu_double.h) as host and device code.
+_DOUBLE_PRELUDE = [
+    "#define TS_DOUBLE_FN static __host__ __device__ __forceinline__",
+    header("cpu_double.h"),
+]
+
+
+def cuda_preamble(gather: bool = False, half: bool = False, double: bool = False) -> list[str]:
     """Headers and the math and reduction preludes (and the gathers' error report, and the
     16-bit float types)."""
     return [
@@ -153,6 +167,7 @@ def cuda_preamble(gather: bool = False, half: bool = False) -> list[str]:
         "#define TS_MATH_INLINE static __device__ __forceinline__",
         header("cpu_math.h"),
         OPS_PRELUDE.replace("static inline", "static __device__ __forceinline__"),
+        *(_DOUBLE_PRELUDE if double else []),  # before the reductions' templates use them
         _CUDA_PRELUDE,
         *([_GATHER_PRELUDE] if gather else []),
         *(_HALF_PRELUDE if half else []),
@@ -227,8 +242,9 @@ class CudaEmitter(Emitter):
     # -- row and column kernels: a block per unit ---------------------------------------------
     def _blocks(self) -> None:
         k = self.k
-        if k.reductions:
-            self._emit("__shared__ float ts_scratch[32];", 1)
+        for dtype in sorted({r.dtype for r in k.reductions}):
+            ct = COMPUTE_CTYPE[dtype]
+            self._emit(f"__shared__ {ct} {_scratch(dtype)}[32];", 1)
         for b in k.buffers:
             ct = COMPUTE_CTYPE[b.dtype]
             self._emit(f"__shared__ {ct} {b.name}[{row_buffer(k, b)}];", 1)
@@ -285,16 +301,22 @@ class CudaEmitter(Emitter):
     def _stage(self, loop: int, stmts: list[Stmt]) -> None:
         reds = [r for r in self.k.reductions if r.loop == loop]
         for r in reds:
-            self._emit(f"float {r.name}_acc[1] = {{{REDUCE_INIT[r.kind]}}};", 2)
+            ct = COMPUTE_CTYPE[r.dtype]
+            self._emit(f"{ct} {r.name}_acc[1] = {{{REDUCE_INIT[r.kind]}}};", 2)
         self._emit("for (int64_t i = threadIdx.x; i < ts_C; i += blockDim.x) {", 2)
         self._body(stmts, 3, lane="0")
         self._emit("}", 2)
         for r in reds:
-            init = REDUCE_INIT[r.kind]
-            value = f"ts_block_reduce<{_COMBINE[r.kind]}>({r.name}_acc[0], {init}, ts_scratch)"
+            ct = COMPUTE_CTYPE[r.dtype]
+            init = f"static_cast<{ct}>({REDUCE_INIT[r.kind]})"
+            if r.dtype == "float32":  # (the float32 kernels' source as it has always been)
+                init = REDUCE_INIT[r.kind]
+            scratch = _scratch(r.dtype)
+            combine = _COMBINE[r.kind]
+            value = f"ts_block_reduce<{combine}>({r.name}_acc[0], {init}, {scratch})"
             if r.kind == "Mean":
-                value = f"{value} / static_cast<float>(ts_C)"
-            self._emit(f"const float {r.name}_val = {value};", 2)
+                value = f"{value} / static_cast<{ct}>(ts_C)"
+            self._emit(f"const {ct} {r.name}_val = {value};", 2)
 
     def _error_cell(self) -> str:
         return "ts_error"

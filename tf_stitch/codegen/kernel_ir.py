@@ -154,6 +154,7 @@ class Reduction:
     name: str
     kind: str  # Sum | Mean | Max | Min | Prod
     loop: int  # the loop that accumulates it
+    dtype: str = "float32"  # what it accumulates in: float64's own, float32 for the others
 
 
 def compute_dtype(dtype: str) -> str:

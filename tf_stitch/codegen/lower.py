@@ -466,13 +466,14 @@ class _Lowerer:
     def _reduce(self, node: Node) -> None:
         src = node.inputs[0]
         loop = self._level(src)
-        red = Reduction(f"r{len(self.reductions)}", node.op, loop)
+        dtype = compute_dtype(node.outputs[0].dtype)
+        red = Reduction(f"r{len(self.reductions)}", node.op, loop, dtype)
         self.reductions.append(red)
         value = self.value(src, loop)
         var = value.name if isinstance(value, Var) else self._force_var(loop, src, value)
         self.loops[loop].append(Accumulate(red.name, var))
         out = node.output(0)
-        self.row_env[out] = self._let(self.row_stmts[loop + 1], "float32", ReduceResult(red.name))
+        self.row_env[out] = self._let(self.row_stmts[loop + 1], dtype, ReduceResult(red.name))
 
     def _force_var(self, loop: int, ref: TensorRef, expr: Expr) -> str:
         name = self._var()

@@ -51,7 +51,7 @@ struct Block {
   ucontext_t scheduler;
   Fiber* current = nullptr;
   unsigned arrived = 0;
-  std::vector<float> exchange;  // one value per thread, for warp shuffles
+  std::vector<double> exchange;  // one value per thread, for warp shuffles (float or double)
   std::function<void()> body;
 };
 
@@ -83,7 +83,7 @@ inline constexpr std::size_t kStackBytes = 64 * 1024;
 inline void run_block(unsigned threads, const std::function<void()>& body) {
   Block b;
   b.fibers.resize(threads);
-  b.exchange.assign(threads, 0.0f);
+  b.exchange.assign(threads, 0.0);
   b.body = body;
   running = &b;
   for (Fiber& f : b.fibers) {
@@ -137,14 +137,15 @@ inline void launch(unsigned blocks, unsigned threads, const std::function<void()
 
 inline void __syncthreads() { ts_emu::barrier(); }
 
-// The value of thread (this thread ^ lane_mask) of the warp.
-inline float __shfl_xor_sync(unsigned /*mask*/, float value, int lane_mask) {
+// The value of thread (this thread ^ lane_mask) of the warp (a float's exact in a double).
+template <typename T>
+inline T __shfl_xor_sync(unsigned /*mask*/, T value, int lane_mask) {
   ts_emu::Block& b = *ts_emu::running;
   const unsigned t = threadIdx.x;
   const unsigned other = t ^ static_cast<unsigned>(lane_mask);
-  b.exchange[t] = value;
+  b.exchange[t] = static_cast<double>(value);
   ts_emu::barrier();
-  const float result = other < blockDim.x ? b.exchange[other] : value;
+  const T result = other < blockDim.x ? static_cast<T>(b.exchange[other]) : value;
   ts_emu::barrier();
   return result;
 }

@@ -53,11 +53,12 @@ def plan_bundles(
     seen: Counter[tuple] = Counter()  # candidates so far, by key
     cycles = [output_cycles(info.shape for n in g.nodes for info in n.outputs) for g in groups]
     for i, group in enumerate(groups):
-        # a bundle's members share one preamble: the 16-bit floats' helpers, or not
+        # a bundle's members share one preamble: the 16-bit floats' and float64's helpers, or not
         values = [info for n in group.nodes for info in n.outputs]
         values += [graph.info(r) for r in group.inputs]
         half = any(info.dtype in HALF_DTYPES for info in values)
-        key = (*finder.key(i, group), half)
+        double = any(info.dtype == "float64" for info in values)
+        key = (*finder.key(i, group), half, double)
         open_bundles = keys[key]
         side_by_side_on_a_cpu = not gpu and key[0] == "layer"
         seen[key] += 1

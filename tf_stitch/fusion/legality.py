@@ -119,7 +119,7 @@ def node_legality(ctx: Context, node: Node) -> Decision:
 def _cast_from_integer(node: Node, dtype: str) -> bool:
     """An integer read only to become a float (a mean's count of elements, `Cast(Prod(Shape(x)
     [axes]))`), converted as it is loaded: kernels take integer inputs for this."""
-    floats = {"float32"} | HALF_DTYPES
+    floats = {"float32", "float64"} | HALF_DTYPES
     return node.op == "Cast" and dtype in CAST_INPUT_DTYPES and node.outputs[0].dtype in floats
 
 
@@ -128,8 +128,8 @@ def _op_specific(graph: Graph, node: Node) -> Decision:
     if kind is OpKind.REDUCE:
         if reduction_axes(graph, node) is None:
             return forbid("reduction axes are not a constant")
-        if node.outputs[0].dtype not in {"float32"} | HALF_DTYPES:
-            return forbid("only float32, float16 and bfloat16 reductions are fused")
+        if node.outputs[0].dtype not in {"float32", "float64"} | HALF_DTYPES:
+            return forbid("only float32, float64, float16 and bfloat16 reductions are fused")
     targets = node.op in ("Reshape", "ExpandDims", "BroadcastTo")
     if targets and constant_value(graph, node.inputs[1]) is None:
         return forbid(f"{node.op} target is not a constant")

@@ -136,8 +136,9 @@ OP_TABLE: dict[str, OpSpec] = {
 
 # 16-bit floats: a kernel reads and writes them in their format and computes in float32.
 HALF_DTYPES = frozenset({"float16", "bfloat16"})
-# Dtypes a fused kernel reads, computes in and writes (float32 first; bool for masks).
-FUSIBLE_DTYPES = frozenset({"float32", "bool"}) | HALF_DTYPES
+# Dtypes a fused kernel reads, computes in and writes (float32 first; bool for masks; float64
+# computed in double).
+FUSIBLE_DTYPES = frozenset({"float32", "float64", "bool"}) | HALF_DTYPES
 # Inputs of these dtypes are taken by a Cast to float32 (fusion/legality.py).
 CAST_INPUT_DTYPES = frozenset({"int32", "int64"})
 

@@ -19,8 +19,13 @@ _OPS = ("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3")
 
 @graph_pass("decompose-batch-norm")
 def decompose_batch_norm(graph: Graph, ctx: PassContext) -> Graph:
-    """Rewrites float32 inference FusedBatchNorm* whose statistics outputs are unused."""
-    return decompose_each(graph, lambda node: node.op in _OPS and _inference(node), _rewrite)
+    """Rewrites inference FusedBatchNorm* (float32 statistics) whose statistics outputs are
+    unused; a 16-bit one is computed in float32 between casts, as TensorFlow's kernel does."""
+    return decompose_each(graph, _accepts, _rewrite, ("float32", "float16", "bfloat16"))
+
+
+def _accepts(node: Node) -> bool:
+    return node.op in _OPS and _inference(node)
 
 
 def _inference(node: Node) -> bool:
@@ -53,12 +58,24 @@ def _rewrite(graph: Graph, node: Node) -> None:
             {"T": DType("float32"), "Tshape": DType("int32")},
         )
 
+    dtype = node.outputs[0].dtype
+
+    def cast(ref: TensorRef, to: str, name: str | None = None) -> TensorRef:
+        attrs = {"SrcT": DType(graph.info(ref).dtype), "DstT": DType(to), "Truncate": False}
+        return b.op("Cast", [ref], TensorInfo(to, shape), attrs, name=name)
+
     def build(name: str) -> None:
         inv = b.unary(
             "Rsqrt", b.binary("AddV2", variance, b.const(eps, "float32", "epsilon"), vec), vec
         )
         s = b.binary("Mul", inv, scale, vec)
         t = b.binary("Sub", offset, b.binary("Mul", mean, s, vec), vec)
-        b.binary("AddV2", b.binary("Mul", x, channel(s), shape), channel(t), shape, name=name)
+        wide = x if dtype == "float32" else cast(x, "float32")
+        last = name if dtype == "float32" else None
+        y = b.binary(
+            "AddV2", b.binary("Mul", wide, channel(s), shape), channel(t), shape, name=last
+        )
+        if dtype != "float32":
+            cast(y, dtype, name)
 
     replace_with(graph, node, build)

@@ -1,5 +1,5 @@
 """decompose-bias-add: BiasAdd becomes AddV2 (with the bias reshaped for channels-first), in
-the node's dtype (float32, float16 or bfloat16)."""
+the node's dtype (float32, float16, bfloat16 or float64)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,19 @@ import numpy as np
 from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo
 from tf_stitch.passes.base import PassContext, graph_pass
 from tf_stitch.passes.builder import NodeBuilder
-from tf_stitch.passes.decompose_common import channels_first, decompose_each, replace_with
-from tf_stitch.passes.decompose_softmax import DTYPES
+from tf_stitch.passes.decompose_common import (
+    FLOAT_DTYPES,
+    channels_first,
+    decompose_each,
+    replace_with,
+)
 
 
 @graph_pass("decompose-bias-add")
 def decompose_bias_add(graph: Graph, ctx: PassContext) -> Graph:
     """Rewrites BiasAdd/BiasAddV1 into a broadcasting AddV2."""
     bias_adds = ("BiasAdd", "BiasAddV1")
-    return decompose_each(graph, lambda node: node.op in bias_adds, _rewrite, DTYPES)
+    return decompose_each(graph, lambda node: node.op in bias_adds, _rewrite, FLOAT_DTYPES)
 
 
 def _rewrite(graph: Graph, node: Node) -> None:

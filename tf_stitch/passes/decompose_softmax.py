@@ -3,7 +3,7 @@
 softmax(x) = e / sum(e) with e = exp(x - max(x)); log_softmax(x) = (x - max(x)) - log(sum(e)),
 all along the last axis, which is what TensorFlow's kernels compute. The last op keeps the
 original node's name, so readers and fetches are unchanged. The ops are of the node's dtype
-(float32, float16 or bfloat16; a kernel computes the 16-bit ones in float32).
+(float32, float16, bfloat16 or float64; a kernel computes the 16-bit ones in float32).
 """
 
 from __future__ import annotations
@@ -11,16 +11,14 @@ from __future__ import annotations
 from tf_stitch.graph.ir import Graph, Node
 from tf_stitch.passes.base import PassContext, graph_pass
 from tf_stitch.passes.builder import NodeBuilder, keepdims_shape
-from tf_stitch.passes.decompose_common import decompose_each, replace_with
-
-DTYPES = ("float32", "float16", "bfloat16")
+from tf_stitch.passes.decompose_common import FLOAT_DTYPES, decompose_each, replace_with
 
 
 @graph_pass("decompose-softmax")
 def decompose_softmax(graph: Graph, ctx: PassContext) -> Graph:
     """Rewrites Softmax/LogSoftmax into max, sub, exp, sum and div/log."""
     softmaxes = ("Softmax", "LogSoftmax")
-    return decompose_each(graph, lambda node: node.op in softmaxes, _rewrite, DTYPES)
+    return decompose_each(graph, lambda node: node.op in softmaxes, _rewrite, FLOAT_DTYPES)
 
 
 def _rewrite(graph: Graph, node: Node) -> None:
