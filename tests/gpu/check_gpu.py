@@ -35,10 +35,18 @@ BLOCK_THREADS = 256  # codegen/cuda.py BLOCK_THREADS, the op's kCudaBlockThreads
 MAX_GRID_BLOCKS = 1 << 20
 RTOL = 2e-4  # relative, and absolute near zero
 # 16-bit outputs: kernels compute in float32 and round once, TensorFlow after every op
-TOLERANCE = {"float16": 1e-2, "bfloat16": 6e-2}
+TOLERANCE = {"float16": 1e-2, "bfloat16": 6e-2, "float64": 1e-9}
 TIMED_LAUNCHES = 20
-_TYPECODES = {"float32": "f", "int32": "i", "int64": "q"}
-_ITEMSIZE = {"float32": 4, "int32": 4, "int64": 8, "bool": 1, "float16": 2, "bfloat16": 2}
+_TYPECODES = {"float32": "f", "float64": "d", "int32": "i", "int64": "q"}
+_ITEMSIZE = {
+    "float32": 4,
+    "float64": 8,
+    "int32": 4,
+    "int64": 8,
+    "bool": 1,
+    "float16": 2,
+    "bfloat16": 2,
+}
 # 0.5 in each format, twice in 32 bits (the timed runs' inputs)
 _FILL = {"float32": 0x3F000000, "float16": 0x38003800, "bfloat16": 0x3F003F00}
 

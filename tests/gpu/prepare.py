@@ -141,7 +141,12 @@ CASES: dict[str, tuple[Callable[..., Any], list[list[int | None]], int]] = {
 # 16-bit cases: stored in 16 bits, computed in float32 (TensorFlow's outputs round after each op)
 CASES["layer_norm_gelu_f16"] = (_layer_norm_gelu, [[None, 768]], 4096)
 CASES["scaled_masked_softmax_bf16"] = (_scaled_masked_softmax, [[None, 1024], [None, 1024]], 2048)
-_DTYPES = {"layer_norm_gelu_f16": tf.float16, "scaled_masked_softmax_bf16": tf.bfloat16}
+CASES["rms_norm_f64"] = (_rms_norm, [[None, 1024]], 4096)  # computed in double
+_DTYPES = {
+    "layer_norm_gelu_f16": tf.float16,
+    "scaled_masked_softmax_bf16": tf.bfloat16,
+    "rms_norm_f64": tf.float64,
+}
 NCHW_CASES = frozenset({"conv_swish_pool_nchw"})  # optimized for a GPU's layout
 _INT_INPUTS = {"embedding_norm": 1000}  # integer inputs: indices below this
 CHECK_BATCH = 3  # the batch whose outputs are checked against TensorFlow

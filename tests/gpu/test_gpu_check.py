@@ -108,16 +108,17 @@ def test_the_epilogue_and_attention_cases_run_on_the_simt_emulation(
 
 
 @pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found")
-def test_16_bit_cases_are_prepared_in_their_format_and_decoded_by_the_script(
+def test_16_and_64_bit_cases_are_prepared_in_their_format_and_decoded_by_the_script(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The 16-bit cases' tensors are written 2 bytes a value; the script (standard library
-    only) decodes them to the values TensorFlow computed and judges them by the format's
-    tolerance."""
+    """The 16-bit cases' tensors are written 2 bytes a value, the float64 case's 8; the script
+    (standard library only) decodes them to the values TensorFlow computed and judges them by
+    the format's tolerance."""
     import numpy as np
     import prepare
 
-    half = {n: prepare.CASES[n] for n in ("layer_norm_gelu_f16", "scaled_masked_softmax_bf16")}
+    names = ("layer_norm_gelu_f16", "scaled_masked_softmax_bf16", "rms_norm_f64")
+    half = {n: prepare.CASES[n] for n in names}
     monkeypatch.setattr(prepare, "CASES", half)
     manifest = prepare.prepare(tmp_path)
     for case in manifest["cases"]:
@@ -135,5 +136,8 @@ def test_16_bit_cases_are_prepared_in_their_format_and_decoded_by_the_script(
                         else (bits << 16).view(np.float32)
                     )
                     assert check_gpu.values(raw, t["dtype"]) == want.tolist()
+                if t["dtype"] == "float64":
+                    want64 = np.frombuffer(raw, "<f8")
+                    assert check_gpu.values(raw, t["dtype"]) == want64.tolist()
     assert check_gpu.max_error([1.005], [1.0], check_gpu.TOLERANCE["float16"]) == 0.0
     assert check_gpu.max_error([1.05], [1.0], check_gpu.TOLERANCE["float16"]) > 0.0
