@@ -55,14 +55,17 @@ def test_every_cuda_kernel_of_the_numerics_cases_compiles_for_sm80_and_sm90() ->
 
 
 @needs_nvcc
-@pytest.mark.parametrize("dtype", [tf.float16, tf.bfloat16], ids=lambda d: d.name)
-def test_16_bit_kernels_compile_and_convert_with_the_hardwares_instructions(
+@pytest.mark.parametrize("dtype", [tf.float16, tf.bfloat16, tf.float64], ids=lambda d: d.name)
+def test_16_and_64_bit_kernels_compile_and_convert_with_the_hardwares_instructions(
     dtype: tf.DType, tmp_path: Path
 ) -> None:
-    """Loads and stores of a 16-bit tensor are `cvt` instructions on the GPU (cpu_half.h's
-    portable conversions are the host's and the SIMT emulation's)."""
+    """Every kernel of the 16-bit tests (elementwise, reductions, matmul tiles, gathers,
+    attention) compiles in float16, bfloat16 and float64 (no attention or tiles there); loads
+    and stores of a 16-bit tensor are `cvt` instructions on the GPU (cpu_half.h's portable
+    conversions are the host's and the SIMT emulation's)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from test_half_numerics import CASES as HALF_CASES
+    from test_half_numerics import PRODUCTS
 
     sources: dict[str, str] = {}
     for case in HALF_CASES:
@@ -70,8 +73,20 @@ def test_16_bit_kernels_compile_and_convert_with_the_hardwares_instructions(
         code = tf_stitch.generated_code(f, target="cuda")
         sources.update({f"{case.name}/{k}": s for k, s in code.items()})
     assert len(sources) == len(HALF_CASES)
+    if dtype != tf.float64:
+        for name, (make, shapes, _) in PRODUCTS.items():
+            index = name == "embedding_norm"
+            specs = [tf.TensorSpec(s, tf.int32 if index else dtype) for s in shapes]
+            code = tf_stitch.generated_code(
+                tf.function(make(dtype), input_signature=specs), target="cuda"
+            )
+            sources.update({f"{name}/{k}": s for k, s in code.items()})
+        assert len(sources) == len(HALF_CASES) + len(PRODUCTS)
     for name, path in _compile_all(sources).items():
         assert cubin_architectures(path) == {"sm_80", "sm_90"}, name
+    if dtype == tf.float64:
+        assert "double" in sources["gelu/stitched_0"]
+        return
     source = tmp_path / "gelu.cu"
     source.write_text(sources["gelu/stitched_0"])
     ptx = tmp_path / "gelu.ptx"
