@@ -49,9 +49,8 @@ def test_every_case_in_every_float_dtype(
     emitter does not emit stay TensorFlow's there, as in tests/codegen/test_simt.py)."""
     monkeypatch.setenv("TF_STITCH_KERNELS", kernels)
     retyped = retype(case.fn, case.signature, dtype)
-    xs32 = _inputs(case, 3, 0)
-    xs = [tf.cast(x, d) for x, d in zip(xs32, retyped.dtypes, strict=True)]
-    want = _run_or_skip(retyped.run, retyped.graph_def, xs)
+    xs = [tf.cast(x, d) for x, d in zip(_inputs(case, 1, 1), retyped.dtypes, strict=True)]
+    _run_or_skip(retyped.run, retyped.graph_def, xs)  # skips where TensorFlow cannot run it
     outputs = [name.removesuffix(":0") for name in retyped.outputs]
     optimized = tf_stitch.optimize(retyped.graph_def, outputs=retyped.outputs)
     kernels = sum(n.op == "StitchedKernel" for n in optimized.node)

@@ -10,13 +10,13 @@ from typing import Any, NamedTuple
 import tensorflow as tf
 
 from tf_stitch.fusion.legality import has_cpu_only_epilogues
+from tf_stitch.fusion.op_kinds import FLOAT_DTYPES
 from tf_stitch.fusion.siblings import has_cpu_only_splits
 from tf_stitch.graph.callable import IMPORT_SCOPE
 from tf_stitch.graph.frontends import is_keras_model
 from tf_stitch.graph.ir import Graph
 from tf_stitch.graph.op_view import graph_of_function
 from tf_stitch.optimize import OptimizedFunction, StitchFunction, optimize
-from tf_stitch.passes.decompose_common import FLOAT_DTYPES
 from tf_stitch.passes.nchw_layout import has_nhwc_convolutions, needs_nchw_host
 from tf_stitch.passes.packed_accumulators import has_packed_accumulators
 from tf_stitch.profiler.gpu_launches import GpuLaunches, count_gpu_launches

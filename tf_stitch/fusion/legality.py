@@ -16,6 +16,7 @@ from tf_stitch.fusion.decision import Decision, allow, forbid
 from tf_stitch.fusion.layout import OUTER, Layout, fmt
 from tf_stitch.fusion.op_kinds import (
     CAST_INPUT_DTYPES,
+    FLOAT_DTYPES,
     FUSIBLE_DTYPES,
     HALF_DTYPES,
     OpKind,
@@ -119,8 +120,9 @@ def node_legality(ctx: Context, node: Node) -> Decision:
 def _cast_from_integer(node: Node, dtype: str) -> bool:
     """An integer read only to become a float (a mean's count of elements, `Cast(Prod(Shape(x)
     [axes]))`), converted as it is loaded: kernels take integer inputs for this."""
-    floats = {"float32", "float64"} | HALF_DTYPES
-    return node.op == "Cast" and dtype in CAST_INPUT_DTYPES and node.outputs[0].dtype in floats
+    return (
+        node.op == "Cast" and dtype in CAST_INPUT_DTYPES and node.outputs[0].dtype in FLOAT_DTYPES
+    )
 
 
 def _op_specific(graph: Graph, node: Node) -> Decision:
@@ -128,7 +130,7 @@ def _op_specific(graph: Graph, node: Node) -> Decision:
     if kind is OpKind.REDUCE:
         if reduction_axes(graph, node) is None:
             return forbid("reduction axes are not a constant")
-        if node.outputs[0].dtype not in {"float32", "float64"} | HALF_DTYPES:
+        if node.outputs[0].dtype not in FLOAT_DTYPES:
             return forbid("only float32, float64, float16 and bfloat16 reductions are fused")
     targets = node.op in ("Reshape", "ExpandDims", "BroadcastTo")
     if targets and constant_value(graph, node.inputs[1]) is None:

@@ -136,6 +136,8 @@ OP_TABLE: dict[str, OpSpec] = {
 
 # 16-bit floats: a kernel reads and writes them in their format and computes in float32.
 HALF_DTYPES = frozenset({"float16", "bfloat16"})
+# Every float dtype a kernel computes with (float64 in double, the others in float32).
+FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
 # Dtypes a fused kernel reads, computes in and writes (float32 first; bool for masks; float64
 # computed in double).
 FUSIBLE_DTYPES = frozenset({"float32", "float64", "bool"}) | HALF_DTYPES

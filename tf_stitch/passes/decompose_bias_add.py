@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from tf_stitch.fusion.op_kinds import FLOAT_DTYPES
 from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo
 from tf_stitch.passes.base import PassContext, graph_pass
 from tf_stitch.passes.builder import NodeBuilder
 from tf_stitch.passes.decompose_common import (
-    FLOAT_DTYPES,
     channels_first,
     decompose_each,
     replace_with,

@@ -38,10 +38,6 @@ class _Uses:
         return self.used.get(node.name, set()) <= {0}
 
 
-# The float dtypes ops are decomposed in (a kernel computes the 16-bit ones in float32).
-FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
-
-
 def decompose_each(
     graph: Graph,
     accepts: Callable[[Node], bool],

@@ -8,10 +8,11 @@ original node's name, so readers and fetches are unchanged. The ops are of the n
 
 from __future__ import annotations
 
+from tf_stitch.fusion.op_kinds import FLOAT_DTYPES
 from tf_stitch.graph.ir import Graph, Node
 from tf_stitch.passes.base import PassContext, graph_pass
 from tf_stitch.passes.builder import NodeBuilder, keepdims_shape
-from tf_stitch.passes.decompose_common import FLOAT_DTYPES, decompose_each, replace_with
+from tf_stitch.passes.decompose_common import decompose_each, replace_with
 
 
 @graph_pass("decompose-softmax")
