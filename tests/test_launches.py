@@ -33,20 +33,23 @@ def test_layer_norm_gelu_is_one_kernel_against_many() -> None:
 
 def test_kernels_are_counted_by_the_dtypes_they_store() -> None:
     """Keras' mixed-precision pattern: a float16 GELU around a float32 layer norm and a float64
-    softmax: each kernel is counted under the float dtypes it reads and writes."""
+    softmax: each kernel is counted under the float dtypes it reads and writes; integer
+    arithmetic under its integer dtypes."""
 
-    def fn(x: tf.Tensor, d: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    def fn(x: tf.Tensor, d: tf.Tensor, i: tf.Tensor) -> tuple[tf.Tensor, ...]:
         h = tf.nn.gelu(tf.cast(x, tf.float16) * 2)
         y = tf.cast(_ln_gelu(tf.cast(h, tf.float32)), tf.float16) + h
-        return y, tf.nn.softmax(d * 3)
+        return y, tf.nn.softmax(d * 3), tf.bitwise.left_shift(i, 2) + i * 3
 
+    ids = tf.random.uniform([8, 32], maxval=1000, dtype=tf.int64)
     report = tf_stitch.count_launches(
-        fn, tf.random.normal([8, 64]), tf.random.normal([8, 32], dtype=tf.float64)
+        fn, tf.random.normal([8, 64]), tf.random.normal([8, 32], dtype=tf.float64), ids
     )
     assert (
         sum(report.stitched_by_dtype.values()) == report.tf_stitch_detail.by_type["StitchedKernel"]
     )
     assert report.stitched_by_dtype.get("float64") == 1, report.stitched_by_dtype
+    assert report.stitched_by_dtype.get("int64") == 1, report.stitched_by_dtype
     assert any("float16" in d for d in report.stitched_by_dtype), report.stitched_by_dtype
     assert "tf_stitch's kernels by dtype: " in str(report)
 

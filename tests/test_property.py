@@ -179,12 +179,16 @@ def build(steps: list[Step], outputs: list[int]) -> Callable[..., tuple[tf.Tenso
     return fn
 
 
-@settings(
+# The random-graph property tests' settings (tests/test_int_property.py's too).
+PROPERTY_SETTINGS = settings(
     max_examples=EXAMPLES,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+
+
+@PROPERTY_SETTINGS
 @given(programs(), st.sampled_from(["float32", "float64", "float16", "bfloat16"]))
 def test_optimized_random_graphs_match_tensorflow(
     program: tuple[list[Step], list[int]], dtype: str

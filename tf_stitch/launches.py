@@ -14,7 +14,7 @@ from tf_stitch.fusion.op_kinds import FLOAT_DTYPES
 from tf_stitch.fusion.siblings import has_cpu_only_splits
 from tf_stitch.graph.callable import IMPORT_SCOPE
 from tf_stitch.graph.frontends import is_keras_model
-from tf_stitch.graph.ir import Graph
+from tf_stitch.graph.ir import INT_DTYPES, Graph
 from tf_stitch.graph.op_view import graph_of_function
 from tf_stitch.optimize import OptimizedFunction, StitchFunction, optimize
 from tf_stitch.passes.nchw_layout import has_nhwc_convolutions, needs_nchw_host
@@ -73,8 +73,8 @@ class LaunchReport:
 
 def stitched_by_dtype(ops: OpLaunches, graph: Graph) -> dict[str, int]:
     """StitchedKernel launches per step of `ops` (a traced run of `graph`) by the float dtypes
-    the kernel reads and writes ("other": a node the trace names that the graph does not have,
-    one inside a loop's body)."""
+    the kernel reads and writes (by its integer dtypes where it has no floats; "other": a node
+    the trace names that the graph does not have, one inside a loop's body)."""
     counts: Counter[str] = Counter()
     per_step = ops.per_step / max(sum(ops.runs.values()), 1)
     for run, n in ops.runs.items():
@@ -86,7 +86,8 @@ def stitched_by_dtype(ops: OpLaunches, graph: Graph) -> dict[str, int]:
             continue
         infos = [graph.info(r) for r in node.inputs] + list(node.outputs)
         floats = sorted({i.dtype for i in infos if i.dtype in FLOAT_DTYPES})
-        counts["+".join(floats) or "bool"] += n
+        ints = sorted({i.dtype for i in infos if i.dtype in INT_DTYPES})
+        counts["+".join(floats or ints) or "bool"] += n
     return {d: round(n * per_step) for d, n in counts.items()}
 
 

@@ -24,6 +24,7 @@ from tf_stitch.codegen.lower import lower
 from tf_stitch.fusion.op_kinds import OP_TABLE, OpKind
 from tf_stitch.fusion.planner import PlannerOptions, plan_groups
 from tf_stitch.graph import frontends
+from tf_stitch.graph.ir import INT_DTYPES
 
 S = tf.TensorSpec
 CXX = shutil.which("c++")
@@ -197,8 +198,8 @@ def every_op_kernel() -> Kernel:
     f, b = Var("f"), Var("b")
     stmts: list[Any] = [Let("f", "float32", Load("in0")), Let("b", "bool", Load("in1"))]
     for op, spec in sorted(OP_TABLE.items()):
-        if spec.kind is not OpKind.ELEMENTWISE:
-            continue
+        if spec.kind is not OpKind.ELEMENTWISE or (op not in cpu.EXPR and op in cpu.INT_EXPR):
+            continue  # of integers only (below)
         args: tuple[Any, ...] = (f,) * spec.data_inputs
         attrs: tuple[tuple[str, Any], ...] = ()
         if op in ("LogicalAnd", "LogicalOr", "LogicalNot"):
@@ -229,6 +230,14 @@ def every_op_kernel() -> Kernel:
             else "float32"
         )
         stmts.append(Let(f"v_{op}", out, Call(op, args, attrs)))
+    for t in sorted(INT_DTYPES):  # every integer op of every integer dtype
+        i = Var(f"i_{t}")
+        stmts.append(Let(i.name, t, Call("Cast", (f,), (("src", "float32"), ("dst", t)))))
+        for op in sorted(cpu.INT_EXPR):
+            operands = (b, i, Lit(3, t)) if op in ("Select", "SelectV2") else (i, Lit(-3, t))
+            out = "bool" if op.startswith(("Less", "Greater", "Equal", "NotEqual")) else t
+            call = Call(op, operands[: OP_TABLE[op].data_inputs], (("T", t),))
+            stmts.append(Let(f"v_{op}_{t}", out, call))
     stmts.append(Let("p2", "float32", Call("Pow", (f, Lit(2.0, "float32")))))
     stmts.append(Let("neg0", "float32", Call("Neg", (Lit(-0.0, "float32"),))))
     stmts.append(Store("out0", "v_Tanh"))

@@ -141,3 +141,38 @@ def test_without_nvcc_cuda_kernels_are_refused_with_one_clear_message(
 def test_a_kernel_nvcc_rejects_is_a_compile_error_naming_the_command() -> None:
     with pytest.raises(cuda_compiler.KernelCompileError, match="nvcc"):
         compile_fatbin("__global__ void k() { this is not cuda; }")
+
+
+@needs_nvcc
+def test_every_integer_op_in_every_integer_dtype_compiles_as_one_cuda_kernel() -> None:
+    """The integer numerics cases (tests/test_int_numerics.py) of all eight integer dtypes,
+    cast from two int64 inputs inside one kernel, and the casts of floats to integers: one
+    source each for nvcc (each case and dtype its own would take minutes)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from test_int_numerics import CASES as INT_CASES
+
+    def every_case(x: tf.Tensor, y: tf.Tensor) -> list[tf.Tensor]:
+        out: list[tf.Tensor] = []
+        for case in INT_CASES:
+            for dtype in case.dtypes:
+                xs = [tf.cast(x, dtype), tf.cast(y, dtype)]
+                shift = [tf.cast(tf.bitwise.bitwise_and(y, 15), dtype)] if case.shift else []
+                out += case.fn(*xs, *shift)
+        return out
+
+    def float_casts(x: tf.Tensor) -> list[tf.Tensor]:
+        clip = tf.clip_by_value(x, -100.0, 100.0)
+        ints = [tf.int8, tf.int16, tf.int32, tf.int64, tf.uint8, tf.uint16, tf.uint32, tf.uint64]
+        return [tf.cast(clip, d) for d in ints] + [tf.cast(x, tf.int32), tf.cast(x, tf.int64)]
+
+    sources: dict[str, str] = {}
+    for name, fn, specs in (
+        ("integers", every_case, [tf.TensorSpec([None, 3, 40], tf.int64)] * 2),
+        ("float_casts", float_casts, [tf.TensorSpec([None, 40], tf.float16)]),
+    ):
+        code = tf_stitch.generated_code(tf.function(fn, input_signature=specs), target="cuda")
+        assert len(code) == 1, sorted(code)
+        sources.update({f"{name}/{k}": s for k, s in code.items()})
+    assert "ts_floor_div" in sources["integers/stitched_0"]
+    for name, path in _compile_all(sources).items():
+        assert cubin_architectures(path) == {"sm_80", "sm_90"}, name

@@ -11,6 +11,7 @@ from tf_stitch.codegen import cpu
 from tf_stitch.fusion.legality import is_stateful
 from tf_stitch.fusion.op_kinds import (
     FUSIBLE_DTYPES,
+    INT_OPS,
     OP_TABLE,
     OpKind,
     OpSpec,
@@ -38,7 +39,15 @@ def test_no_op_in_the_table_is_stateful(op: str) -> None:
 
 @pytest.mark.parametrize("op", ops_of(OpKind.ELEMENTWISE))
 def test_every_elementwise_op_has_a_cpu_expression(op: str) -> None:
-    assert op in cpu.EXPR or op in SPECIAL_CASED
+    """Of float operands, or of integer ones only (bitwise ops, TruncateDiv)."""
+    assert op in cpu.EXPR or op in SPECIAL_CASED or op in INT_OPS
+
+
+def test_the_integer_ops_are_the_ones_the_emitter_spells_for_integers() -> None:
+    assert set(cpu.INT_EXPR) == INT_OPS
+    for op, code in cpu.INT_EXPR.items():
+        fields = {f for _, f, _, _ in string.Formatter().parse(code) if f is not None}
+        assert fields - {"T"} == {str(i) for i in range(OP_TABLE[op].data_inputs)}, op
 
 
 @pytest.mark.parametrize("op", ops_of(OpKind.ELEMENTWISE))

@@ -1,4 +1,4 @@
-extern "C" __global__ void __launch_bounds__(256) ts_e2aadd908e13151e(
+extern "C" __global__ void __launch_bounds__(256) ts_a400a7404b33b0ee(
     const float* __restrict__ in0,
     const float* __restrict__ in1,
     const float* __restrict__ in2,

@@ -1,4 +1,4 @@
-extern "C" __global__ void __launch_bounds__(256) ts_c2649a94ccc1cc43(
+extern "C" __global__ void __launch_bounds__(256) ts_1622053c6892138c(
     const float* __restrict__ in0,
     float* __restrict__ out0,
     const int64_t D1,

@@ -29,6 +29,7 @@ from tf_stitch.codegen.cpu import (
     Emitter,
     has_double,
     has_half,
+    has_int,
     header,
 )
 from tf_stitch.codegen.cuda import (
@@ -140,7 +141,11 @@ def emit_cpu_bundle(b: Bundle) -> str:
 def _cuda(b: Bundle, name: str) -> str:
     lines = [
         f"// tf_stitch kernel (CUDA): {b.kernel.schedule}",
-        *cuda_preamble(half=any(map(has_half, b.members)), double=any(map(has_double, b.members))),
+        *cuda_preamble(
+            half=any(map(has_half, b.members)),
+            double=any(map(has_double, b.members)),
+            integer=any(map(has_int, b.members)),
+        ),
     ]
     for i, m in enumerate(b.members):
         lines += CudaEmitter(m, function=f"ts_m{i}").source().splitlines()

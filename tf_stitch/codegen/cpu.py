@@ -33,6 +33,7 @@ from tf_stitch.codegen.kernel_ir import (
     Tile,
     Var,
 )
+from tf_stitch.graph.ir import DTYPE_BYTES, INT_DTYPES
 
 LANES = 16
 # The parameters of `ts_run` (the op's ABI): inputs, outputs, run-time sizes, a range of rows.
@@ -54,8 +55,7 @@ CTYPE = {
     "float32": "float",
     "float64": "double",
     "bool": "bool",
-    "int32": "int32_t",
-    "int64": "int64_t",
+    **{t: f"{t}_t" for t in sorted(INT_DTYPES)},
     "float16": "ts_f16",
     "bfloat16": "ts_bf16",
 }
@@ -112,6 +112,43 @@ EXPR = {
     "Floor": "std::floor({0})",
     "Ceil": "std::ceil({0})",
     "Round": "std::rint({0})",
+    "FloorDiv": "std::floor({0} / {1})",
+    "FloorMod": "ts_floor_mod({0}, {1})",
+    "TruncateMod": "std::fmod({0}, {1})",
+    "Mod": "std::fmod({0}, {1})",
+}
+
+# Integer operands' ops (codegen/cpu_int.h; `T` is their type): TensorFlow's wrapping
+# arithmetic, its division rounding and its shifts.
+INT_EXPR = {
+    "Add": "ts_iadd({0}, {1})",
+    "AddV2": "ts_iadd({0}, {1})",
+    "Sub": "ts_isub({0}, {1})",
+    "Mul": "ts_imul({0}, {1})",
+    "Neg": "ts_ineg({0})",
+    "Abs": "ts_iabs({0})",
+    "Sign": "ts_isign({0})",
+    "Square": "ts_imul({0}, {0})",
+    "SquaredDifference": "ts_isqdiff({0}, {1})",
+    "Maximum": "ts_imax({0}, {1})",
+    "Minimum": "ts_imin({0}, {1})",
+    "Relu": "ts_imax({0}, {T}(0))",
+    "Relu6": "ts_imin(ts_imax({0}, {T}(0)), {T}(6))",
+    "FloorDiv": "ts_floor_div({0}, {1})",
+    "FloorMod": "ts_floor_mod({0}, {1})",
+    "Div": "ts_trunc_div({0}, {1})",
+    "TruncateDiv": "ts_trunc_div({0}, {1})",
+    "TruncateMod": "ts_trunc_mod({0}, {1})",
+    "Mod": "ts_trunc_mod({0}, {1})",
+    "BitwiseAnd": "{T}({0} & {1})",
+    "BitwiseOr": "{T}({0} | {1})",
+    "BitwiseXor": "{T}({0} ^ {1})",
+    "Invert": "ts_invert({0})",
+    "LeftShift": "ts_lshift({0}, {1})",
+    "RightShift": "ts_rshift({0}, {1})",
+    # the C operators: the same as for floats
+    **{op: EXPR[op] for op in ("Less", "LessEqual", "Greater", "GreaterEqual", "Equal")},
+    **{op: EXPR[op] for op in ("NotEqual", "Select", "SelectV2")},
 }
 
 REDUCE_INIT = {
@@ -136,6 +173,10 @@ static inline float ts_min(float a, float b) { return a != a ? a : (b != b ? b :
 static inline float ts_relu(float a) { return a < 0.0f ? 0.0f : a; }
 static inline float ts_sqdiff(float a, float b) { const float d = a - b; return d * d; }
 static inline float ts_div_no_nan(float a, float b) { return b == 0.0f ? 0.0f : a / b; }
+static inline float ts_floor_mod(float a, float b) {
+  const float r = std::fmod(a, b);
+  return r != 0.0f && ((b < 0.0f) != (r < 0.0f)) ? r + b : r;
+}
 static inline float ts_sign(float a) {
   return a > 0.0f ? 1.0f : (a < 0.0f ? -1.0f : (a == 0.0f ? 0.0f : a));
 }
@@ -244,6 +285,7 @@ class Emitter:
             *([_GATHER_PRELUDE] if any(p.gather for p in k.inputs) else []),
             *([header("cpu_half.h")] if has_half(k) else []),
             *([header("cpu_double.h")] if has_double(k) else []),
+            *([header("cpu_int.h")] if has_int(k) else []),
             OPS_PRELUDE,
             f'extern "C" int ts_abi_version(void) {{ return {ABI_VERSION}; }}',
             "",
@@ -591,6 +633,9 @@ def call_code(e: Call, args: list[str]) -> str:
         return literal(e.op == "OnesLike", str(e.attr("dtype")))
     if e.op == "Cast":
         return _cast(args[0], str(e.attr("src")), str(e.attr("dst")))
+    operands = str(dict(e.attrs).get("T", ""))
+    if operands in INT_DTYPES:
+        return INT_EXPR[e.op].format(*args, T=CTYPE[operands])
     return EXPR[e.op].format(*args)
 
 
@@ -598,14 +643,20 @@ def _cast(x: str, src: str, dst: str) -> str:
     """A Cast of `x` (computed in COMPUTE_CTYPE[src]) to `dst`, computed in COMPUTE_CTYPE[dst]."""
     if src == dst:
         return x
+    if dst in INT_DTYPES:
+        if src == "bool" or src in INT_DTYPES:  # an integer wraps (a bool is 0 or 1)
+            return f"static_cast<{CTYPE[dst]}>({x})"
+        if src in ROUND_TO:  # the 16-bit value TensorFlow's op before the Cast rounded to
+            x = f"{ROUND_TO[src]}({x})"
+        return f"ts_f2i<{CTYPE[dst]}>({x})"
     if dst == "float64":
         return f"({x} ? 1.0 : 0.0)" if src == "bool" else f"static_cast<double>({x})"
     if src == "float64" and dst != "bool":  # to float first (Eigen's double -> half is too)
         x = f"static_cast<float>({x})"
         return f"{ROUND_TO[dst]}({x})" if dst in ROUND_TO else x
     if dst == "bool":
-        return f"({x} != 0.0f)"
-    if src in ("int32", "int64"):  # round to nearest, as TensorFlow's Cast
+        return f"({x} != 0)" if src in INT_DTYPES else f"({x} != 0.0f)"
+    if src in INT_DTYPES:  # round to nearest, as TensorFlow's Cast
         x = f"static_cast<float>({x})"
     elif src == "bool":
         x = f"({x} ? 1.0f : 0.0f)"
@@ -616,7 +667,28 @@ def _cast(x: str, src: str, dst: str) -> str:
 
 def itemsize(dtype: str) -> int:
     """Bytes of one element of a tensor of `dtype` as a kernel stores it."""
-    return {"bool": 1, "float16": 2, "bfloat16": 2, "int64": 8, "float64": 8}.get(dtype, 4)
+    return DTYPE_BYTES[dtype]
+
+
+def has_int(kernel: Kernel) -> bool:
+    """Whether the kernel computes with integers (it then needs cpu_int.h)."""
+    typed = (dict(call.attrs) for call in kernel_calls(kernel))
+    return any(a.get("T") in INT_DTYPES or a.get("dst") in INT_DTYPES for a in typed)
+
+
+def kernel_calls(kernel: Kernel) -> list[Call]:
+    """Every op call of the kernel's statements (and its attention's expressions)."""
+    stmts = [s for block in kernel.row_stmts + kernel.loops for s in block]
+    a = kernel.attention
+    exprs = [s.expr for s in stmts if isinstance(s, Let)]
+    exprs += [a.q, a.k, a.v, a.score, *([a.post] if a.post else [])] if a else []
+    calls: list[Call] = []
+    while exprs:
+        e = exprs.pop()
+        if isinstance(e, Call):
+            calls.append(e)
+            exprs.extend(e.args)
+    return calls
 
 
 def has_double(kernel: Kernel) -> bool:
@@ -674,6 +746,8 @@ def literal(value: float | bool | str, dtype: str) -> str:
     """An exact C++ literal (hex floats keep every bit)."""
     if dtype == "bool":
         return "true" if value else "false"
+    if dtype in INT_DTYPES:
+        return _int_literal(int(value), dtype)
     v = float(value)
     suffix = "" if dtype == "float64" else "f"
     if v != v:
@@ -682,3 +756,11 @@ def literal(value: float | bool | str, dtype: str) -> str:
         return "INFINITY" if v > 0 else "(-INFINITY)"
     # copysign, not `v >= 0`: -0.0 must be parenthesized too, or Neg spells it `(--0x0p+0f)`
     return f"{v.hex()}{suffix}" if math.copysign(1.0, v) > 0 else f"(-{(-v).hex()}{suffix})"
+
+
+def _int_literal(v: int, dtype: str) -> str:
+    """An integer of `dtype` (typed, so that it deduces the same template as its operands)."""
+    if v == -(2**63):
+        return "INT64_MIN"
+    suffix = "ULL" if dtype.startswith("u") else "LL"
+    return f"{CTYPE[dtype]}({v}{suffix})" if v >= 0 else f"{CTYPE[dtype]}(-{-v}{suffix})"

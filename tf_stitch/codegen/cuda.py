@@ -34,6 +34,7 @@ from tf_stitch.codegen.cpu import (
     Emitter,
     has_double,
     has_half,
+    has_int,
     header,
     itemsize,
     product,
@@ -137,7 +138,7 @@ def kernel_arguments(kernel: Kernel) -> list[str]:
 def kernel_head(kernel: Kernel) -> list[str]:
     """Headers, the math and reduction preludes, and the `__global__` function's signature up to
     its opening brace."""
-    head = cuda_preamble(gathers(kernel), has_half(kernel), has_double(kernel))
+    head = cuda_preamble(gathers(kernel), has_half(kernel), has_double(kernel), has_int(kernel))
     return [*head, *signature(kernel_arguments(kernel), kernel.name)]
 
 
@@ -156,9 +157,18 @@ _DOUBLE_PRELUDE = [
 ]
 
 
-def cuda_preamble(gather: bool = False, half: bool = False, double: bool = False) -> list[str]:
-    """Headers and the math and reduction preludes (and the gathers' error report, and the
-    16-bit float types)."""
+# Integer arithmetic (cpu_int.h) as host and device code.
+_INT_PRELUDE = [
+    "#define TS_INT_FN static __host__ __device__ __forceinline__",
+    header("cpu_int.h"),
+]
+
+
+def cuda_preamble(
+    gather: bool = False, half: bool = False, double: bool = False, integer: bool = False
+) -> list[str]:
+    """Headers and the math and reduction preludes (and the gathers' error report, the
+    16-bit float types, float64's and the integers' functions)."""
     return [
         "#include <cmath>",
         "#include <cstdint>",
@@ -171,6 +181,7 @@ def cuda_preamble(gather: bool = False, half: bool = False, double: bool = False
         _CUDA_PRELUDE,
         *([_GATHER_PRELUDE] if gather else []),
         *(_HALF_PRELUDE if half else []),
+        *(_INT_PRELUDE if integer else []),
     ]
 
 

@@ -87,7 +87,7 @@ class Load:
 
 @dataclass(frozen=True)
 class Lit:
-    value: float | bool
+    value: float | int | bool
     dtype: str
 
 

@@ -44,12 +44,12 @@ from tf_stitch.fusion.layout import (
     data_inputs,
 )
 from tf_stitch.fusion.memory_plan import COLUMN_LANES
-from tf_stitch.fusion.op_kinds import OpKind, op_spec
+from tf_stitch.fusion.op_kinds import OpKind, buffer_itemsize, op_spec
 from tf_stitch.fusion.planner import Group
-from tf_stitch.graph.ir import Graph, Node, TensorRef
+from tf_stitch.graph.ir import INT_DTYPES, DType, Graph, Node, TensorRef
 from tf_stitch.graph.values import scalar_constant
 
-_LITERAL_DTYPES = ("float32", "bool", "float16", "bfloat16")
+_LITERAL_DTYPES = frozenset({"float32", "bool", "float16", "bfloat16"}) | INT_DTYPES
 
 
 class LoweringError(Exception):
@@ -456,7 +456,7 @@ class _Lowerer:
             value = self.value(ref, level)
             assert isinstance(value, Var)
             dtype = self.graph.info(ref).dtype
-            elements = self.group.memory.buffered[ref] // _itemsize(dtype)
+            elements = self.group.memory.buffered[ref] // buffer_itemsize(dtype)
             buf = Buffer(f"buf{len(self.buffers)}", compute_dtype(dtype), elements)
             self.buffers[ref] = buf
             self.loops[level].append(BufferStore(buf.name, value.name))
@@ -519,10 +519,7 @@ def call_attrs(node: Node) -> tuple[tuple[str, float | str | bool], ...]:
     if node.op == "Cast":
         src, dst = node.attrs["SrcT"], node.attrs["DstT"]
         return (("src", src.name), ("dst", dst.name))
+    operands = node.attrs.get("T")
+    if isinstance(operands, DType) and operands.name in INT_DTYPES:
+        return (("T", operands.name),)  # integer ops are TensorFlow's, not C's (cpu_int.h)
     return ()
-
-
-def _itemsize(dtype: str) -> int:
-    """Bytes of one element of a row buffer (the memory plan's: a 16-bit float is buffered as
-    the float32 it is computed in)."""
-    return {"bool": 1, "int64": 8}.get(dtype, 4)

@@ -33,7 +33,7 @@ from tf_stitch.fusion.op_kinds import HALF_DTYPES
 from tf_stitch.fusion.planner import Group
 from tf_stitch.fusion.siblings import Log, side_by_side
 from tf_stitch.fusion.union_find import UnionFind
-from tf_stitch.graph.ir import Graph
+from tf_stitch.graph.ir import INT_DTYPES, Graph
 
 WRITES = frozenset({"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"})
 # At most this many tensors (pointers) in one bundle: a CUDA launch's parameters are 4 KB.
@@ -53,12 +53,14 @@ def plan_bundles(
     seen: Counter[tuple] = Counter()  # candidates so far, by key
     cycles = [output_cycles(info.shape for n in g.nodes for info in n.outputs) for g in groups]
     for i, group in enumerate(groups):
-        # a bundle's members share one preamble: the 16-bit floats' and float64's helpers, or not
+        # a bundle's members share one preamble: the 16-bit floats', float64's and the
+        # integers' helpers, or not
         values = [info for n in group.nodes for info in n.outputs]
         values += [graph.info(r) for r in group.inputs]
         half = any(info.dtype in HALF_DTYPES for info in values)
         double = any(info.dtype == "float64" for info in values)
-        key = (*finder.key(i, group), half, double)
+        integer = any(info.dtype in INT_DTYPES for info in values)
+        key = (*finder.key(i, group), half, double, integer)
         open_bundles = keys[key]
         side_by_side_on_a_cpu = not gpu and key[0] == "layer"
         seen[key] += 1

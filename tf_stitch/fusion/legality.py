@@ -13,9 +13,9 @@ from functools import cached_property
 from tensorflow.python.framework import op_def_registry
 
 from tf_stitch.fusion.decision import Decision, allow, forbid
+from tf_stitch.fusion.integers import integer_legality
 from tf_stitch.fusion.layout import OUTER, Layout, fmt
 from tf_stitch.fusion.op_kinds import (
-    CAST_INPUT_DTYPES,
     FLOAT_DTYPES,
     FUSIBLE_DTYPES,
     HALF_DTYPES,
@@ -110,19 +110,14 @@ def node_legality(ctx: Context, node: Node) -> Decision:
         data = data[:1]  # the indices are integers (gather_legality checks them)
     for ref in data:
         info = ctx.graph.info(ref)
-        if info.dtype not in FUSIBLE_DTYPES and not _cast_from_integer(node, info.dtype):
+        if info.dtype not in FUSIBLE_DTYPES:
             return forbid(f"input {ref} has dtype {info.dtype}, not fused yet")
         if info.shape is None:
             return forbid(f"input {ref} has an unknown rank")
+    integers = integer_legality(ctx.graph, node, ctx.consumers)
+    if not integers.ok:
+        return integers
     return _op_specific(ctx.graph, node)
-
-
-def _cast_from_integer(node: Node, dtype: str) -> bool:
-    """An integer read only to become a float (a mean's count of elements, `Cast(Prod(Shape(x)
-    [axes]))`), converted as it is loaded: kernels take integer inputs for this."""
-    return (
-        node.op == "Cast" and dtype in CAST_INPUT_DTYPES and node.outputs[0].dtype in FLOAT_DTYPES
-    )
 
 
 def _op_specific(graph: Graph, node: Node) -> Decision:

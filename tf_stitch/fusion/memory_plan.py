@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from tf_stitch.fusion.decision import Decision, allow, forbid
 from tf_stitch.fusion.layout import Layout, data_inputs
-from tf_stitch.fusion.op_kinds import op_spec
+from tf_stitch.fusion.op_kinds import buffer_itemsize, op_spec
 from tf_stitch.graph.ir import Graph, Node, TensorRef
 
 DEFAULT_BUDGET_BYTES = 20 * 1024
@@ -29,7 +29,6 @@ DEFAULT_BUDGET_BYTES = 20 * 1024
 COLUMN_LANES = 32
 # A value whose recomputation costs at most this much (see op_kinds costs) is recomputed.
 RECOMPUTE_MAX_COST = 4
-_ITEMSIZE = {"float32": 4, "bool": 1}
 # Rows of a matmul tile computed together: the register block of the CPU micro-kernel.
 MAX_BLOCK_ROWS = 6
 
@@ -89,7 +88,7 @@ def plan_memory(
         elif row_elems is None:
             plan.decisions[ref] = forbid("row size unknown until run time")
         else:
-            plan.buffered[ref] = row_elems * _ITEMSIZE.get(graph.info(ref).dtype, 4)
+            plan.buffered[ref] = row_elems * buffer_itemsize(graph.info(ref).dtype)
             plan.decisions[ref] = allow(f"cost {cost}, {plan.buffered[ref]} B")
     plan.bytes_before_shrink = plan.bytes_per_block
     # Shrink: recompute the cheapest buffered values until the block fits the budget (with

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from tf_stitch.graph.ir import DTYPE_BYTES, INT_DTYPES
+
 
 class OpKind(StrEnum):
     ELEMENTWISE = "elementwise"
@@ -60,6 +62,20 @@ OP_TABLE: dict[str, OpSpec] = {
     "Minimum": _ew(2),
     "Pow": _ew(2, 2 * _TRANSCENDENTAL),
     "SquaredDifference": _ew(2),
+    # division and modulo rounding toward negative infinity or zero (integers, and FloorDiv /
+    # FloorMod / Mod of float32 and float64; fusion/legality.py says which)
+    "FloorDiv": _ew(2, _DIVISION),
+    "FloorMod": _ew(2, _DIVISION),
+    "TruncateDiv": _ew(2, _DIVISION),
+    "TruncateMod": _ew(2, _DIVISION),
+    "Mod": _ew(2, _DIVISION),
+    # bitwise (integers)
+    "BitwiseAnd": _ew(2),
+    "BitwiseOr": _ew(2),
+    "BitwiseXor": _ew(2),
+    "Invert": _ew(1),
+    "LeftShift": _ew(2),
+    "RightShift": _ew(2),
     # comparisons and logic
     "Less": _ew(2),
     "LessEqual": _ew(2),
@@ -139,10 +155,33 @@ HALF_DTYPES = frozenset({"float16", "bfloat16"})
 # Every float dtype a kernel computes with (float64 in double, the others in float32).
 FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
 # Dtypes a fused kernel reads, computes in and writes (float32 first; bool for masks; float64
-# computed in double).
-FUSIBLE_DTYPES = frozenset({"float32", "float64", "bool"}) | HALF_DTYPES
-# Inputs of these dtypes are taken by a Cast to float32 (fusion/legality.py).
-CAST_INPUT_DTYPES = frozenset({"int32", "int64"})
+# computed in double; integers with TensorFlow's wrapping arithmetic, codegen/cpu_int.h).
+FUSIBLE_DTYPES = frozenset({"float32", "float64", "bool"}) | HALF_DTYPES | INT_DTYPES
+
+# Ops a kernel computes on integer operands, with TensorFlow's results (codegen/cpu_int.h);
+# Cast and OnesLike / ZerosLike take integers too.
+INT_OPS = frozenset(
+    {
+        *("Add", "AddV2", "Sub", "Mul", "Neg", "Abs", "Sign", "Square", "SquaredDifference"),
+        *("Maximum", "Minimum", "Relu", "Relu6"),
+        *("FloorDiv", "FloorMod", "Div", "TruncateDiv", "TruncateMod", "Mod"),
+        *("BitwiseAnd", "BitwiseOr", "BitwiseXor", "Invert", "LeftShift", "RightShift"),
+        *("Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual"),
+        *("Select", "SelectV2"),
+    }
+)
+# Integer divisions: TensorFlow raises for a zero divisor, so a kernel divides by constants.
+INT_DIVISIONS = frozenset({"FloorDiv", "FloorMod", "Div", "TruncateDiv", "TruncateMod", "Mod"})
+# An integer value of at most this many elements (rank 0 or 1, static) is shape arithmetic
+# (a Shape's dims, a slice's bounds, a Reshape's target): TensorFlow's CPU ops compute it,
+# on a GPU on the host, and constant folding needs it in the graph (fusion/integers.py).
+SHAPE_ARITHMETIC_ELEMENTS = 16
+
+
+def buffer_itemsize(dtype: str) -> int:
+    """Bytes of one element of a row buffer of a value of `dtype` (the memory plan's and the
+    kernels': a 16-bit float is buffered as the float32 it is computed in)."""
+    return 4 if dtype in HALF_DTYPES else DTYPE_BYTES[dtype]
 
 
 def op_spec(op: str) -> OpSpec:

@@ -69,6 +69,9 @@ class DType:
     name: str
 
 
+# The integer dtypes, signed and unsigned.
+INT_DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"})
+
 # Bytes of one element, by dtype name (TensorFlow's and C's).
 DTYPE_BYTES = {
     "float16": 2,

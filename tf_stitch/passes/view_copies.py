@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from tf_stitch.fusion.op_kinds import FUSIBLE_DTYPES, OpKind, op_kind
 from tf_stitch.fusion.static_args import slice_window
-from tf_stitch.graph.ir import Graph, Node, TensorRef
+from tf_stitch.graph.ir import INT_DTYPES, Graph, Node, TensorRef
 from tf_stitch.passes.base import PassContext, graph_pass
 
 _READERS = (OpKind.ELEMENTWISE, OpKind.BROADCAST, OpKind.REDUCE)
@@ -35,7 +35,8 @@ def view_copies(graph: Graph, ctx: PassContext) -> Graph:
             continue
         if node.control_inputs or slice_window(out, node) is None:
             continue
-        if node.outputs[0].dtype not in FUSIBLE_DTYPES:
+        dtype = node.outputs[0].dtype
+        if dtype not in FUSIBLE_DTYPES or dtype in INT_DTYPES:
             continue  # integer indices: a gather's kernel reads them through its own pattern
         readers = list(dict.fromkeys(consumers.get(node.output(0), [])))
         own = [r for r in readers if op_kind(out.node(r).op) in _READERS]
