@@ -87,6 +87,17 @@ def _casts(x: tf.Tensor, y: tf.Tensor) -> list[tf.Tensor]:
     return out + [tf.cast(x, f) * tf.cast(2, f) for f in floats]
 
 
+def _row_reductions(x: tf.Tensor, y: tf.Tensor) -> list[tf.Tensor]:
+    """Sums and products wrap at the dtype's width; a mean sums in 64 bits (as TensorFlow's)."""
+    out = [tf.reduce_sum(x, -1), tf.reduce_max(x, -1), tf.reduce_min(y - x, -1)]
+    out += [tf.reduce_prod(y, -1, keepdims=True) + x, tf.reduce_mean(x, -1)]
+    return [*out, tf.reduce_mean(y, [1, 2])]
+
+
+def _column_reductions(x: tf.Tensor, y: tf.Tensor) -> list[tf.Tensor]:
+    return [tf.reduce_sum(x, 0), tf.reduce_mean(x * y, 0), tf.reduce_max(y, 0)]
+
+
 @dataclass
 class Case:
     name: str
@@ -102,6 +113,8 @@ CASES = [
     Case("bitwise", _bitwise, SIGNED + UNSIGNED, shift=True),
     Case("select", _select, SIGNED + UNSIGNED),
     Case("casts", _casts, SIGNED + UNSIGNED),
+    Case("row_reductions", _row_reductions, SIGNED + UNSIGNED),
+    Case("column_reductions", _column_reductions, SIGNED + UNSIGNED),
 ]
 
 

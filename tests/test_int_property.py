@@ -4,6 +4,7 @@ once optimized.
 Hypothesis builds chains over two [batch, N] integer inputs of the drawn dtype (full-range
 random values, with the dtype's extremes): wrapping arithmetic, bitwise ops and shifts by
 values, divisions and modulos (floor and truncating) by constants (with -1 where signed),
+reductions over rows and over the batch (sums and products wrapping, means summed in 64 bits),
 comparisons feeding selects, casts to another integer dtype and back, a detour through float32
 and back to int32 (truncation; NaN and values out of range give the minimum), broadcasts of a
 row or a column, transposes; several values fetched. Compared bit for bit at two batch sizes.
@@ -41,7 +42,15 @@ DIVISIONS: dict[str, Callable[[tf.Tensor, tf.Tensor], tf.Tensor]] = {
     "truncatediv": tf.truncatediv,
     "truncatemod": tf.truncatemod,
 }
+REDUCE = {
+    "sum": tf.reduce_sum,
+    "max": tf.reduce_max,
+    "min": tf.reduce_min,
+    "mean": tf.reduce_mean,
+    "prod": tf.reduce_prod,
+}
 KINDS = ("binary", "binary", "binary", "unary", "divide", "cast", "float", "row", "transpose")
+KINDS += ("reduce", "column")
 
 
 @dataclass(frozen=True)
@@ -64,6 +73,8 @@ def programs(draw: st.DrawFn) -> tuple[tf.DType, list[Step], list[int]]:
             "unary": st.sampled_from(["invert", "square", *(["neg", "abs"] * signed)]),
             "divide": st.sampled_from(sorted(DIVISIONS)),
             "cast": st.sampled_from([d.name for d in SIGNED + UNSIGNED]),
+            "reduce": st.sampled_from(sorted(REDUCE)),
+            "column": st.sampled_from(sorted(REDUCE)),
         }.get(kind, st.just(""))
         divisor = draw(st.integers(-9, 9).filter(lambda d: d != 0))
         steps.append(Step(kind, draw(op), (a, b, divisor)))
@@ -93,6 +104,10 @@ def build(dtype: tf.DType, steps: list[Step], outputs: list[int]) -> Callable[..
                 v = tf.cast(tf.cast(a, tf.as_dtype(s.op)) + tf.cast(1, s.op), dtype)
             elif s.kind == "float":  # float32 and back through int32 (exact on every path)
                 v = tf.cast(tf.cast(tf.cast(a, tf.float32) * 0.75, tf.int32), dtype)
+            elif s.kind == "reduce":  # over rows, broadcast back
+                v = REDUCE[s.op](a, -1, keepdims=True) - b
+            elif s.kind == "column":  # over the batch, broadcast back
+                v = a - REDUCE[s.op](b, 0)
             elif s.kind == "row":  # a row and a column broadcast
                 v = a[:1] - b[:, :1]
             else:

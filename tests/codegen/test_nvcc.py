@@ -7,8 +7,10 @@ from __future__ import annotations
 import struct
 import subprocess
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 import tensorflow as tf
@@ -146,14 +148,20 @@ def test_a_kernel_nvcc_rejects_is_a_compile_error_naming_the_command() -> None:
 @needs_nvcc
 def test_every_integer_op_in_every_integer_dtype_compiles_as_one_cuda_kernel() -> None:
     """The integer numerics cases (tests/test_int_numerics.py) of all eight integer dtypes,
-    cast from two int64 inputs inside one kernel, and the casts of floats to integers: one
-    source each for nvcc (each case and dtype its own would take minutes)."""
+    cast from two int64 inputs inside one kernel (the elementwise ones; the row and the column
+    reductions one kernel each), and the casts of floats to integers: four sources for nvcc
+    (each case and dtype its own would take minutes)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from test_int_numerics import CASES as INT_CASES
 
-    def every_case(x: tf.Tensor, y: tf.Tensor) -> list[tf.Tensor]:
+    def cases(name: str) -> Callable[[tf.Tensor, tf.Tensor], list[tf.Tensor]]:
+        """The case `name`, or ("") every elementwise case."""
+        chosen = [c for c in INT_CASES if c.name == name or (not name and "reduc" not in c.name)]
+        return lambda x, y: every_case(x, y, chosen)
+
+    def every_case(x: tf.Tensor, y: tf.Tensor, chosen: list[Any]) -> list[tf.Tensor]:
         out: list[tf.Tensor] = []
-        for case in INT_CASES:
+        for case in chosen:
             for dtype in case.dtypes:
                 xs = [tf.cast(x, dtype), tf.cast(y, dtype)]
                 shift = [tf.cast(tf.bitwise.bitwise_and(y, 15), dtype)] if case.shift else []
@@ -166,12 +174,15 @@ def test_every_integer_op_in_every_integer_dtype_compiles_as_one_cuda_kernel() -
         return [tf.cast(clip, d) for d in ints] + [tf.cast(x, tf.int32), tf.cast(x, tf.int64)]
 
     sources: dict[str, str] = {}
+    pair = [tf.TensorSpec([None, 3, 40], tf.int64)] * 2
     for name, fn, specs in (
-        ("integers", every_case, [tf.TensorSpec([None, 3, 40], tf.int64)] * 2),
+        ("integers", cases(""), pair),  # the elementwise cases
+        ("row_reductions", cases("row_reductions"), pair),
+        ("column_reductions", cases("column_reductions"), pair),
         ("float_casts", float_casts, [tf.TensorSpec([None, 40], tf.float16)]),
     ):
         code = tf_stitch.generated_code(tf.function(fn, input_signature=specs), target="cuda")
-        assert len(code) == 1, sorted(code)
+        assert 1 <= len(code) <= 2, sorted(code)  # (the reductions of 8 dtypes: 2 kernels)
         sources.update({f"{name}/{k}": s for k, s in code.items()})
     assert "ts_floor_div" in sources["integers/stitched_0"]
     for name, path in _compile_all(sources).items():

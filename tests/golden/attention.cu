@@ -1,4 +1,4 @@
-extern "C" __global__ void __launch_bounds__(256) ts_a400a7404b33b0ee(
+extern "C" __global__ void __launch_bounds__(256) ts_42ddfbd1222f1484(
     const float* __restrict__ in0,
     const float* __restrict__ in1,
     const float* __restrict__ in2,

@@ -1,4 +1,4 @@
-extern "C" __global__ void __launch_bounds__(256) ts_1622053c6892138c(
+extern "C" __global__ void __launch_bounds__(256) ts_be3905dee1a37f67(
     const float* __restrict__ in0,
     float* __restrict__ out0,
     const int64_t D1,

@@ -1,4 +1,4 @@
-extern "C" __global__ void __launch_bounds__(256) ts_85b18ffb3e08cb59(
+extern "C" __global__ void __launch_bounds__(256) ts_fcbffa97017fadd6(
     const float* __restrict__ in0,
     const float* __restrict__ in1,
     const float* __restrict__ in2,

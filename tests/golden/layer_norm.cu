@@ -1,4 +1,4 @@
-extern "C" __global__ void __launch_bounds__(256) ts_fe3beaeb9a183869(
+extern "C" __global__ void __launch_bounds__(256) ts_b3401810a7bd6e47(
     const float* __restrict__ in0,
     float* __restrict__ out0,
     const int64_t D0,

@@ -27,6 +27,7 @@ from tf_stitch.codegen.kernel_ir import (
     Load,
     Param,
     ReduceResult,
+    Reduction,
     Size,
     Stmt,
     Store,
@@ -165,6 +166,27 @@ REDUCE_STEP = {
     "Max": "ts_max({a}, {v})",
     "Min": "ts_min({a}, {v})",
 }
+
+
+def reduce_init(r: Reduction) -> str:
+    """The value reduction `r`'s accumulator starts from (an integer Max from the values'
+    minimum, Min from their maximum: an empty reduction gives them, as TensorFlow's)."""
+    if not r.values:
+        return REDUCE_INIT[r.kind]
+    bits = 8 * DTYPE_BYTES[r.values]
+    low, high = (
+        (0, 2**bits - 1) if r.values.startswith("u") else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+    )
+    return literal({"Max": low, "Min": high, "Prod": 1}.get(r.kind, 0), r.dtype)
+
+
+def reduce_step(r: Reduction, acc: str, value: str) -> str:
+    """Reduction `r`'s accumulator `acc` combined with `value` (an integer one wraps)."""
+    if not r.values:
+        return REDUCE_STEP[r.kind].format(a=acc, v=value)
+    fn = {"Prod": "ts_imul", "Max": "ts_imax", "Min": "ts_imin"}.get(r.kind, "ts_iadd")
+    return f"{fn}({acc}, static_cast<{CTYPE[r.dtype]}>({value}))"
+
 
 # Helpers of the op table above (NaN-propagating like TensorFlow's CPU kernels).
 OPS_PRELUDE = """
@@ -461,7 +483,7 @@ class Emitter:
             for r in reds:
                 self._emit(f"{COMPUTE_CTYPE[r.dtype]} {r.name}_acc[{LANES}];", 3)
                 self._emit(
-                    f"for (int l = 0; l < {LANES}; ++l) {r.name}_acc[l] = {REDUCE_INIT[r.kind]};",
+                    f"for (int l = 0; l < {LANES}; ++l) {r.name}_acc[l] = {reduce_init(r)};",
                     3,
                 )
             self._emit("int64_t c = 0;", 3)
@@ -481,7 +503,7 @@ class Emitter:
                 # value is finite does not overflow on the way, as a running sum of the
                 # lanes could (a row of +-1e38 values).
                 acc = f"{r.name}_acc"
-                step = REDUCE_STEP[r.kind].format(a=f"{acc}[l]", v=f"{acc}[l + h]")
+                step = reduce_step(r, f"{acc}[l]", f"{acc}[l + h]")
                 self._emit(f"for (int h = {LANES} / 2; h > 0; h >>= 1)", 3)
                 self._emit(f"for (int l = 0; l < h; ++l) {acc}[l] = {step};", 4)
                 self._emit(f"{r.name}_val = {acc}[0];", 3)
@@ -556,7 +578,7 @@ class Emitter:
             elif isinstance(s, Accumulate):
                 red = self.reductions[s.reduction]
                 acc = f"{red.name}_acc[{lane}]"
-                self._emit(f"{acc} = {REDUCE_STEP[red.kind].format(a=acc, v=s.var)};", depth)
+                self._emit(f"{acc} = {reduce_step(red, acc, s.var)};", depth)
             elif isinstance(s, BufferStore):
                 self._emit(f"{s.buffer}[i] = {s.var};", depth)
 
@@ -673,7 +695,8 @@ def itemsize(dtype: str) -> int:
 def has_int(kernel: Kernel) -> bool:
     """Whether the kernel computes with integers (it then needs cpu_int.h)."""
     typed = (dict(call.attrs) for call in kernel_calls(kernel))
-    return any(a.get("T") in INT_DTYPES or a.get("dst") in INT_DTYPES for a in typed)
+    integers = any(a.get("T") in INT_DTYPES or a.get("dst") in INT_DTYPES for a in typed)
+    return integers or any(r.values for r in kernel.reductions)
 
 
 def kernel_calls(kernel: Kernel) -> list[Call]:

@@ -15,7 +15,7 @@ offset plus `l` times the param's stride along the lane axis.
 
 from __future__ import annotations
 
-from tf_stitch.codegen.cpu import COMPUTE_CTYPE, REDUCE_INIT, REDUCE_STEP, Emitter, product
+from tf_stitch.codegen.cpu import COMPUTE_CTYPE, Emitter, product, reduce_init, reduce_step
 from tf_stitch.codegen.kernel_ir import (
     Accumulate,
     BufferLoad,
@@ -95,7 +95,7 @@ class ColumnEmitter(Emitter):
         reds = [r for r in k.reductions if r.loop == loop]
         for r in reds:
             self._emit(f"{COMPUTE_CTYPE[r.dtype]} {r.name}_acc[{k.lanes}];", 2)
-            init = REDUCE_INIT[r.kind]
+            init = reduce_init(r)
             self._emit(f"for (int64_t l = 0; l < nl; ++l) {r.name}_acc[l] = {init};", 2)
         depth = 2
         if reds:  # rows in blocks: each block's partial result joins the total
@@ -105,7 +105,7 @@ class ColumnEmitter(Emitter):
             )
             for r in reds:
                 self._emit(f"{COMPUTE_CTYPE[r.dtype]} {r.name}_part[{k.lanes}];", 3)
-                init = REDUCE_INIT[r.kind]
+                init = reduce_init(r)
                 self._emit(f"for (int64_t l = 0; l < nl; ++l) {r.name}_part[l] = {init};", 3)
             self._emit("for (int64_t i = i0; i < i1; ++i) {", 3)
             depth = 3
@@ -122,7 +122,7 @@ class ColumnEmitter(Emitter):
         if reds:
             for r in reds:
                 acc = f"{r.name}_acc[l]"
-                step = REDUCE_STEP[r.kind].format(a=acc, v=f"{r.name}_part[l]")
+                step = reduce_step(r, acc, f"{r.name}_part[l]")
                 self._emit(f"for (int64_t l = 0; l < nl; ++l) {acc} = {step};", 3)
             self._emit("}", 2)
         for r in reds:
@@ -143,7 +143,7 @@ class ColumnEmitter(Emitter):
             elif isinstance(s, Accumulate):
                 red = self.reductions[s.reduction]
                 acc = f"{red.name}_part[l]"
-                step = REDUCE_STEP[red.kind].format(a=acc, v=self._var(s.var))
+                step = reduce_step(red, acc, self._var(s.var))
                 self._emit(f"{acc} = {step};", depth)
             else:
                 super()._stmts([s], depth, row, lane)

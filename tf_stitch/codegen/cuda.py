@@ -30,7 +30,6 @@ from tf_stitch.codegen.cpu import (
     COMPUTE_CTYPE,
     CTYPE,
     OPS_PRELUDE,
-    REDUCE_INIT,
     Emitter,
     has_double,
     has_half,
@@ -38,6 +37,7 @@ from tf_stitch.codegen.cpu import (
     header,
     itemsize,
     product,
+    reduce_init,
     source_header,
 )
 from tf_stitch.codegen.kernel_ir import Buffer, Kernel, Stmt, Store
@@ -50,7 +50,12 @@ _COMBINE = {"Sum": 0, "Mean": 0, "Prod": 1, "Max": 2, "Min": 3}
 _CUDA_PRELUDE = """
 template <int KIND, typename T>
 __device__ __forceinline__ T ts_combine(T a, T b) {
-  return KIND == 0 ? a + b : KIND == 1 ? a * b : KIND == 2 ? ts_max(a, b) : ts_min(a, b);
+  if constexpr (std::is_integral<T>::value) {  // wrapping (cpu_int.h)
+    return KIND == 0 ? ts_iadd(a, b) : KIND == 1 ? ts_imul(a, b) : KIND == 2 ? ts_imax(a, b)
+                                                                            : ts_imin(a, b);
+  } else {
+    return KIND == 0 ? a + b : KIND == 1 ? a * b : KIND == 2 ? ts_max(a, b) : ts_min(a, b);
+  }
 }
 
 // Every thread's partial, combined across the block; every thread returns the result.
@@ -173,15 +178,16 @@ def cuda_preamble(
         "#include <cmath>",
         "#include <cstdint>",
         "#include <cstring>",
+        "#include <type_traits>",
         "",
         "#define TS_MATH_INLINE static __device__ __forceinline__",
         header("cpu_math.h"),
         OPS_PRELUDE.replace("static inline", "static __device__ __forceinline__"),
         *(_DOUBLE_PRELUDE if double else []),  # before the reductions' templates use them
+        *(_INT_PRELUDE if integer else []),
         _CUDA_PRELUDE,
         *([_GATHER_PRELUDE] if gather else []),
         *(_HALF_PRELUDE if half else []),
-        *(_INT_PRELUDE if integer else []),
     ]
 
 
@@ -313,15 +319,15 @@ class CudaEmitter(Emitter):
         reds = [r for r in self.k.reductions if r.loop == loop]
         for r in reds:
             ct = COMPUTE_CTYPE[r.dtype]
-            self._emit(f"{ct} {r.name}_acc[1] = {{{REDUCE_INIT[r.kind]}}};", 2)
+            self._emit(f"{ct} {r.name}_acc[1] = {{{reduce_init(r)}}};", 2)
         self._emit("for (int64_t i = threadIdx.x; i < ts_C; i += blockDim.x) {", 2)
         self._body(stmts, 3, lane="0")
         self._emit("}", 2)
         for r in reds:
             ct = COMPUTE_CTYPE[r.dtype]
-            init = f"static_cast<{ct}>({REDUCE_INIT[r.kind]})"
-            if r.dtype == "float32":  # (the float32 kernels' source as it has always been)
-                init = REDUCE_INIT[r.kind]
+            init = f"static_cast<{ct}>({reduce_init(r)})"
+            if r.dtype == "float32" or r.values:  # (float32's source as it has always been)
+                init = reduce_init(r)
             scratch = _scratch(r.dtype)
             combine = _COMBINE[r.kind]
             value = f"ts_block_reduce<{combine}>({r.name}_acc[0], {init}, {scratch})"

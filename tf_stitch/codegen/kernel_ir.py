@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tf_stitch.graph.ir import INT_DTYPES
+
 # A size: a static int, or the name of a domain axis whose size is bound at run time ("D0").
 Size = int | str
 
@@ -155,6 +157,23 @@ class Reduction:
     kind: str  # Sum | Mean | Max | Min | Prod
     loop: int  # the loop that accumulates it
     dtype: str = "float32"  # what it accumulates in: float64's own, float32 for the others
+    values: str = ""  # the integer dtype of the values reduced (their extremes start Max, Min)
+
+
+def accumulator_dtype(kind: str, dtype: str) -> str:
+    """What a reduction of `kind` over values of `dtype` accumulates in: float32 for the 16-bit
+    floats (as TensorFlow's do); an integer Mean in int64 or uint64 (as TensorFlow's: its sum
+    does not wrap at the values' width), 8- and 16-bit integers in 32 bits (their sums and
+    products wrapped at 32 bits and truncated are those wrapped at their own width), else the
+    values' own."""
+    if dtype in INT_DTYPES:
+        unsigned = dtype.startswith("u")
+        if kind == "Mean":
+            return "uint64" if unsigned else "int64"
+        if dtype in ("int8", "int16", "uint8", "uint16"):
+            return "uint32" if unsigned else "int32"
+        return dtype
+    return compute_dtype(dtype)
 
 
 def compute_dtype(dtype: str) -> str:

@@ -33,6 +33,7 @@ from tf_stitch.codegen.kernel_ir import (
     Tile,
     TileSegment,
     Var,
+    accumulator_dtype,
     compute_dtype,
 )
 from tf_stitch.fusion.cost_model import ROW_GUESS, unit_cycles
@@ -466,8 +467,11 @@ class _Lowerer:
     def _reduce(self, node: Node) -> None:
         src = node.inputs[0]
         loop = self._level(src)
-        dtype = compute_dtype(node.outputs[0].dtype)
-        red = Reduction(f"r{len(self.reductions)}", node.op, loop, dtype)
+        values = node.outputs[0].dtype
+        dtype = compute_dtype(values)
+        accumulator = accumulator_dtype(node.op, values)
+        integers = values if values in INT_DTYPES else ""
+        red = Reduction(f"r{len(self.reductions)}", node.op, loop, accumulator, integers)
         self.reductions.append(red)
         value = self.value(src, loop)
         var = value.name if isinstance(value, Var) else self._force_var(loop, src, value)

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -51,7 +52,7 @@ struct Block {
   ucontext_t scheduler;
   Fiber* current = nullptr;
   unsigned arrived = 0;
-  std::vector<double> exchange;  // one value per thread, for warp shuffles (float or double)
+  std::vector<uint64_t> exchange;  // one value's bits per thread, for warp shuffles (<= 8 bytes)
   std::function<void()> body;
 };
 
@@ -83,7 +84,7 @@ inline constexpr std::size_t kStackBytes = 64 * 1024;
 inline void run_block(unsigned threads, const std::function<void()>& body) {
   Block b;
   b.fibers.resize(threads);
-  b.exchange.assign(threads, 0.0);
+  b.exchange.assign(threads, 0);
   b.body = body;
   running = &b;
   for (Fiber& f : b.fibers) {
@@ -143,9 +144,11 @@ inline T __shfl_xor_sync(unsigned /*mask*/, T value, int lane_mask) {
   ts_emu::Block& b = *ts_emu::running;
   const unsigned t = threadIdx.x;
   const unsigned other = t ^ static_cast<unsigned>(lane_mask);
-  b.exchange[t] = static_cast<double>(value);
+  static_assert(sizeof(T) <= sizeof(uint64_t), "a shuffled value fits 8 bytes");
+  std::memcpy(&b.exchange[t], &value, sizeof(T));
   ts_emu::barrier();
-  const T result = other < blockDim.x ? static_cast<T>(b.exchange[other]) : value;
+  T result = value;
+  if (other < blockDim.x) std::memcpy(&result, &b.exchange[other], sizeof(T));
   ts_emu::barrier();
   return result;
 }

@@ -24,7 +24,7 @@ from tf_stitch.fusion.op_kinds import (
 )
 from tf_stitch.fusion.static_args import reduction_axes, slice_window, transpose_perm
 from tf_stitch.fusion.symbolic_dims import SymbolicDims
-from tf_stitch.graph.ir import Graph, Node, TensorRef
+from tf_stitch.graph.ir import INT_DTYPES, Graph, Node, TensorRef
 from tf_stitch.graph.liveness import Liveness, liveness
 from tf_stitch.graph.values import constant_value
 
@@ -125,8 +125,8 @@ def _op_specific(graph: Graph, node: Node) -> Decision:
     if kind is OpKind.REDUCE:
         if reduction_axes(graph, node) is None:
             return forbid("reduction axes are not a constant")
-        if node.outputs[0].dtype not in FLOAT_DTYPES:
-            return forbid("only float32, float64, float16 and bfloat16 reductions are fused")
+        if node.outputs[0].dtype not in FLOAT_DTYPES and node.outputs[0].dtype not in INT_DTYPES:
+            return forbid(f"{node.outputs[0].dtype} reductions are not fused")
     targets = node.op in ("Reshape", "ExpandDims", "BroadcastTo")
     if targets and constant_value(graph, node.inputs[1]) is None:
         return forbid(f"{node.op} target is not a constant")
