@@ -6,7 +6,7 @@ import tensorflow as tf
 from fusion.test_legality import S, assert_not_fused, graph_of, grouped, verdict
 
 from tf_stitch.fusion.integers import is_shape_arithmetic
-from tf_stitch.fusion.planner import plan_groups
+from tf_stitch.fusion.planner import PlannerOptions, plan_groups
 
 
 def test_integer_arithmetic_of_real_tensors_is_fused() -> None:
@@ -82,3 +82,23 @@ def test_ops_tensorflow_computes_otherwise_stay_tensorflows() -> None:
     )
     graph = graph_of(lambda x: tf.math.floormod(x, 3.0) * 2, S([4, 32], tf.float32))
     assert verdict(graph, "FloorMod")
+
+
+def test_on_a_gpu_int32_arithmetic_alone_stays_on_the_host() -> None:
+    """TensorFlow's GPU kernels of int32 ops keep their arguments in host memory: a kernel of
+    int32 ops alone would add a launch there. int64, or int32 beside floats, is stitched."""
+    gpu = PlannerOptions(gpu=True)
+    graph = graph_of(lambda x: (x * 3 + 1) // 2 - x, S([None, 64], tf.int32))
+    assert grouped(plan_groups(graph)) >= {"mul", "add", "floordiv", "sub"}  # on the CPU
+    plan = plan_groups(graph, gpu)
+    assert not plan.groups
+    assert any("TensorFlow runs them on the host" in str(r) for r in plan.records)
+    graph = graph_of(lambda x: (x * 3 + 1) // 2 - x, S([None, 64], tf.int64))
+    assert grouped(plan_groups(graph, gpu)) >= {"mul", "add", "floordiv", "sub"}
+    buckets = graph_of(
+        lambda x: (
+            tf.minimum(tf.cast(tf.math.log(tf.cast(x, tf.float32) + 1.0) * 4.0, tf.int32), 7) + x
+        ),
+        S([None, 64], tf.int32),
+    )
+    assert grouped(plan_groups(buckets, gpu)) >= {"Cast", "Log", "Cast_1", "Minimum", "add_1"}

@@ -147,3 +147,12 @@ def _wraps_gathered_ids(graph: Graph, node: Node, consumers: dict[TensorRef, lis
         if rows and wrapped_indices(graph, node.output(0), int(rows)) is not None:
             return True
     return False
+
+
+def runs_on_the_host(graph: Graph, node: Node) -> bool:
+    """Whether TensorFlow runs `node` on the host on a GPU machine: its data inputs int32 and
+    its outputs int32 or bool (TensorFlow registers the GPU kernels of int32 ops with every
+    argument in host memory: shape and index arithmetic)."""
+    ins = [graph.info(r).dtype for r in node.inputs]
+    outs = [o.dtype for o in node.outputs]
+    return bool(ins) and set(ins) == {"int32"} and set(outs) <= {"int32", "bool"}

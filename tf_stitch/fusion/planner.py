@@ -15,6 +15,7 @@ from tf_stitch.fusion.attention import AttentionMatch, find_attention
 from tf_stitch.fusion.cost_model import ROW_GUESS, attention_block_rows
 from tf_stitch.fusion.critical_path import critical_path
 from tf_stitch.fusion.decision import Decision, Record, allow, forbid
+from tf_stitch.fusion.integers import runs_on_the_host
 from tf_stitch.fusion.layout import Layout, analyze, data_inputs
 from tf_stitch.fusion.legality import (
     NOT_COMPUTE,
@@ -189,6 +190,15 @@ def _finish(
             forbid(
                 "only bias adds (and activations) of matmuls or convolutions: TensorFlow "
                 "fuses those into the library call"
+            ),
+        )
+        return None
+    if ctx.gpu and compute and all(runs_on_the_host(ctx.graph, n) for n in compute):
+        plan.log(
+            f"group of {nodes[0].name}",
+            forbid(
+                "only int32 ops: on a GPU TensorFlow runs them on the host, launching no "
+                "kernel (their arguments stay in host memory)"
             ),
         )
         return None

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 from tensorflow.core.framework import function_pb2, node_def_pb2, types_pb2
 
+from tf_stitch.fusion.integers import runs_on_the_host
 from tf_stitch.graph.callable import IMPORT_SCOPE
 from tf_stitch.graph.ir import DTYPE_BYTES, Graph, Node, TensorRef
 from tf_stitch.graph.values import constant_value
@@ -59,7 +60,6 @@ _FUSED_CALLS = frozenset(
     {"_FusedConv2D", "_FusedDepthwiseConv2dNative", "_FusedMatMul", "_FusedBatchMatMulV2"}
 )
 LAYOUT_TRANSPOSE = "Transpose (layout optimizer)"
-_HOST_DTYPES = frozenset({"int32"})
 # TensorList ops that only move references to tensors in the list (a host-side vector): the
 # GPU kernels of list_kernels.h push, set and hand out elements with `set_output`, launching a
 # kernel only to make zeros for an element never set (a loop's lists are filled before read).
@@ -194,11 +194,9 @@ def runs_on_host(graph: Graph, node: Node) -> bool:
     """Whether TensorFlow runs `node` on the host on a GPU machine: every data input int32 and
     every output int32 or bool (TF keeps such kernels' arguments in host memory)."""
     try:
-        ins = [graph.info(ref).dtype for ref in node.inputs]
-    except KeyError:
+        return runs_on_the_host(graph, node)
+    except KeyError:  # an input the graph does not have
         return False
-    outs = [o.dtype for o in node.outputs]
-    return bool(ins) and set(ins) <= _HOST_DTYPES and set(outs) <= _HOST_DTYPES | {"bool"}
 
 
 # TensorFlow's Slice hands out a view (`input.Slice`, no kernel) when it cuts whole rows of its
