@@ -31,22 +31,52 @@ def test_optimize_writes_an_optimized_graph(
     assert "1 stitched kernels" in capsys.readouterr().out
 
 
-def test_optimize_refuses_to_overwrite(tmp_path: Path) -> None:
+def test_optimize_refuses_to_overwrite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src, dst = tmp_path / "in.pb", tmp_path / "out.pb"
     _write_graph(src)
     dst.write_bytes(b"keep me")
-    with pytest.raises(SystemExit, match="exists"):
-        main(["optimize", str(src), str(dst)])
+    assert main(["optimize", str(src), str(dst)]) == 2
+    assert "exists (pass --overwrite" in capsys.readouterr().err
     assert dst.read_bytes() == b"keep me"
 
 
-def test_bad_input_file_is_an_error_and_writes_nothing(tmp_path: Path) -> None:
+def test_bad_input_file_is_an_error_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Corrupt, missing and empty inputs: exit status 2 (bad input) and a message naming it."""
     src, dst = tmp_path / "in.pb", tmp_path / "out.pb"
     src.write_bytes(b"\xff\xfe not a graph")
     assert main(["optimize", str(src), str(dst)]) == 2
     assert not dst.exists()
-    with pytest.raises(SystemExit, match="no such file"):
-        main(["explain", str(tmp_path / "missing.pb")])
+    assert main(["explain", str(tmp_path / "missing.pb")]) == 2
+    assert "missing.pb: no such file" in capsys.readouterr().err
+    (tmp_path / "empty.pb").write_bytes(b"")
+    for command in (["explain"], ["optimize"]):
+        argv = [
+            *command,
+            str(tmp_path / "empty.pb"),
+            *([str(dst)] if command == ["optimize"] else []),
+        ]
+        assert main(argv) == 2
+        assert "empty.pb: the file is empty" in capsys.readouterr().err
+    assert not dst.exists()
+
+
+def test_tensorflows_native_log_lines_stay_off_the_terminal(tmp_path: Path) -> None:
+    """`tf-stitch` in a process of its own: no TensorFlow line on stderr unless --verbose; a
+    failed run prints the log's tail after all."""
+    src = tmp_path / "in.pb"
+    _write_graph(src)
+    cli = [sys.executable, "-m", "tf_stitch.cli"]
+
+    def stderr(*argv: str) -> tuple[int, list[str]]:
+        done = subprocess.run([*cli, *argv], capture_output=True, text=True, timeout=300)
+        return done.returncode, done.stderr.splitlines()
+
+    assert stderr("explain", str(src), "--outputs", "out") == (0, [])
+    assert stderr("--verbose", "explain", str(src), "--outputs", "out")[0] == 0  # its lines shown
+    code, lines = stderr("explain", str(src), "--outputs", "no_such_node")
+    assert code != 0 and lines  # the reason (and the log's tail, where TensorFlow wrote one)
 
 
 def test_explain_prints_the_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,10 +21,14 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _read_graph_def(path: str) -> bytes:
+    """The bytes of a GraphDef file; a missing or empty file is bad input (exit status 2)."""
     p = Path(path)
     if not p.is_file():
-        raise SystemExit(f"tf-stitch: {path}: no such file")
-    return p.read_bytes()
+        raise ValueError(f"{path}: no such file")
+    data = p.read_bytes()
+    if not data:
+        raise ValueError(f"{path}: the file is empty, not a GraphDef")
+    return data
 
 
 def _fraction(value: str) -> float:
@@ -49,7 +52,7 @@ def _optimize(args: argparse.Namespace) -> int:
 
     out = Path(args.output)
     if out.exists() and not args.overwrite:
-        raise SystemExit(f"tf-stitch: {out} exists (pass --overwrite to replace it)")
+        raise ValueError(f"{out} exists (pass --overwrite to replace it)")
     graph_def = tf_stitch.optimize(_read_graph_def(args.input), outputs=_outputs(args.outputs))
     atomic_write(out, graph_def.SerializeToString())
     kernels = sum(1 for n in graph_def.node if n.op == "StitchedKernel")
@@ -100,11 +103,12 @@ def _optimized_for(model: Any, inputs: list[Any]) -> Any:
 def _profile(args: argparse.Namespace) -> int:
     import tf_stitch
     from tf_stitch.profiler.models import load_for_profiling
+    from tf_stitch.profiler.spans import LEVELS
 
     model, inputs, name = load_for_profiling(args.model, args.batch)
     if args.optimize:
         model, name = _optimized_for(model, inputs), f"{name} (tf_stitch)"
-    levels = tuple(_outputs(args.levels) or tf_stitch.profiler.spans.LEVELS)
+    levels = tuple(_outputs(args.levels) or LEVELS)
     try:
         result = tf_stitch.profile(
             model,
@@ -168,8 +172,33 @@ def _zoo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _convert_arguments(p: argparse.ArgumentParser) -> None:
+    """`tf-stitch convert`'s arguments (convert/command.py runs it)."""
+    p.add_argument("input", help="the SavedModel directory to convert")
+    p.add_argument("output", help="where to write the converted SavedModel")
+    p.add_argument(
+        "--signature",
+        action="append",
+        help="a signature to convert (repeatable; default: all, the others are copied)",
+    )
+    p.add_argument(
+        "--input-shape",
+        action="append",
+        default=[],
+        metavar="NAME=D1,D2,...",
+        help="fix an input's shape, e.g. x=1,128 (repeatable; ? for an unknown dim)",
+    )
+    p.add_argument("--targets", default="cpu,cuda", help="cpu and optionally cuda (nvcc)")
+    p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
+    p.add_argument("--no-check", action="store_true", help="skip the check on random inputs")
+    p.add_argument("--check-dim", type=int, default=2, help="size of unknown dims in the check")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tf-stitch", description="Deep kernel fusion for TensorFlow.")
+    p.add_argument(
+        "--verbose", action="store_true", help="show TensorFlow's own log lines (hidden by default)"
+    )
     sub = p.add_subparsers(dest="command", required=True)
     d = sub.add_parser("demo", help="optimize a BERT-style encoder layer and compare with TF/XLA")
     d.add_argument("--batch", type=int, default=4)
@@ -249,9 +278,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--otlp-endpoint", help="also send every profile over OTLP/HTTP")
     c.set_defaults(run=_characterize)
     cv = sub.add_parser("convert", help="convert a SavedModel into a stitched SavedModel")
-    from tf_stitch.convert.command import add_arguments
-
-    add_arguments(cv)
+    _convert_arguments(cv)
     cv.set_defaults(run=_convert)
     z = sub.add_parser("zoo", help="the model zoo: `tf-stitch zoo list`")
     z.add_argument("action", choices=("list",))
@@ -260,13 +287,18 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    """Runs one command; its exit status: 0 done, 1 it failed, 2 bad input."""
+    from tf_stitch.native_logs import quiet_native_logs
+
     args = parser().parse_args(argv)
-    try:
-        return int(args.run(args))
-    except (ValueError, TypeError) as e:
-        print(f"tf-stitch: error: {e}", file=sys.stderr)
-        return 2
+    with quiet_native_logs(args.verbose) as outcome:
+        try:
+            code = int(args.run(args))
+        except (ValueError, TypeError) as e:
+            print(f"tf-stitch: error: {e}", file=sys.stderr)
+            code = 2
+        outcome.failed = code == 1  # a runtime failure: TensorFlow's log follows (native_logs)
+    return code
 
 
 if __name__ == "__main__":

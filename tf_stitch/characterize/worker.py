@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_stitch.characterize import storage
+from tf_stitch.profiler.spans import LEVELS
 
 TOLERANCE = dict(rtol=1e-3, atol=1e-4)  # of the optimized outputs, scaled by the output's size
 
@@ -129,7 +130,7 @@ def characterize_model(
                 record["stage"] = f"profile (batch {batch})"
                 _log(f"{spec}: profiling at batch {batch}")
                 inputs = built.make_inputs(batch, seed)
-                levels = tf_stitch.profiler.spans.LEVELS if i == 0 else ("model",)
+                levels = LEVELS if i == 0 else ("model",)
                 name = run_name(spec, batch)
                 tf_stitch.profile(
                     built.model,

@@ -16,27 +16,6 @@ from tf_stitch.convert.converter import Converter
 from tf_stitch.convert.inputs import ConversionError, check_output_dir, parse_shape_flag
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("input", help="the SavedModel directory to convert")
-    p.add_argument("output", help="where to write the converted SavedModel")
-    p.add_argument(
-        "--signature",
-        action="append",
-        help="a signature to convert (repeatable; default: all, the others are copied)",
-    )
-    p.add_argument(
-        "--input-shape",
-        action="append",
-        default=[],
-        metavar="NAME=D1,D2,...",
-        help="fix an input's shape, e.g. x=1,128 (repeatable; ? for an unknown dim)",
-    )
-    p.add_argument("--targets", default="cpu,cuda", help="cpu and optionally cuda (nvcc)")
-    p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
-    p.add_argument("--no-check", action="store_true", help="skip the check on random inputs")
-    p.add_argument("--check-dim", type=int, default=2, help="size of unknown dims in the check")
-
-
 def run(args: argparse.Namespace) -> int:
     check_output_dir(args.output, args.overwrite)  # before the (long) conversion
     shapes = dict(parse_shape_flag(s) for s in args.input_shape)
