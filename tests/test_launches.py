@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import tensorflow as tf
 
 import tf_stitch
@@ -124,6 +125,7 @@ def test_a_gpu_counts_the_plan_that_merges_independent_kernels() -> None:
 
 
 _WITHOUT_ONEDNN = """
+import pytest
 import tensorflow as tf
 import tf_stitch
 from tf_stitch.runtime.host_cpu import onednn_enabled
@@ -164,3 +166,10 @@ def test_without_onednn_the_gpu_plan_is_not_traced_and_says_why(tmp_path: Path) 
         [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-3000:]
+
+
+def test_bad_arguments_are_clear_errors() -> None:
+    with pytest.raises(TypeError, match="a function or a Keras model, not None"):
+        tf_stitch.count_launches(None, tf.ones([2]))
+    with pytest.raises(ValueError, match="steps must be a positive int, not 0"):
+        tf_stitch.count_launches(tf.nn.relu, tf.ones([2]), steps=0)

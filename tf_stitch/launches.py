@@ -111,6 +111,10 @@ def count_launches(fn: Any, *inputs: Any, steps: int = 3) -> LaunchReport:
     `conv_layout="NCHW"` (planned for a GPU) and that graph is run and traced
     (`gpu_optimized`).
     """
+    if not callable(fn):
+        raise TypeError(f"count_launches needs a function or a Keras model, not {fn!r}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be a positive int, not {steps!r}")
     original, call_optimized, optimized, python_fn = _variants(fn, inputs)
     if not onednn_enabled() and (nchw := needs_nchw_host(optimized.graph)):
         raise RuntimeError(

@@ -139,6 +139,14 @@ def test_bad_input(tmp_path: Path) -> None:
         tf_stitch.profile(tf.nn.relu, x, logdir=blocker / "sub", progress=None)
     with pytest.raises(ValueError, match="unknown level"):
         tf_stitch.profile(tf.nn.relu, x, levels=("model", "warp"), progress=None)
+    with pytest.raises(TypeError, match="not the string 'model'"):
+        tf_stitch.profile(tf.nn.relu, x, levels="model", progress=None)
+    with pytest.raises(TypeError, match="not 'notatensor'"):  # not split into characters
+        tf_stitch.profile(tf.nn.relu, "notatensor", progress=None)
+    with pytest.raises(TypeError, match="an input must be a tensor or an array, not None"):
+        tf_stitch.profile(tf.nn.relu, [x, None], progress=None)
+    with pytest.raises(TypeError, match="a Keras model or a function, not None"):
+        tf_stitch.profile(None, x, progress=None)
 
     def fails(t: tf.Tensor) -> tf.Tensor:
         return tf.debugging.check_numerics(t / 0.0, "boom")

@@ -53,8 +53,15 @@ class ProfileError(RuntimeError):
 
 
 def _as_inputs(inputs: Any) -> list[Any]:
+    """The model's inputs as a list: one tensor or array, or a sequence of them (a string is
+    neither: it is refused, not split into characters)."""
+    if isinstance(inputs, str | bytes):
+        raise TypeError(f"inputs must be tensors or arrays (or a list of them), not {inputs!r}")
     if isinstance(inputs, tf.Tensor | np.ndarray) or not isinstance(inputs, Sequence):
         inputs = [inputs]
+    for x in inputs:
+        if isinstance(x, str | bytes) or x is None:
+            raise TypeError(f"an input must be a tensor or an array, not {x!r}")
     return [tf.convert_to_tensor(x) if isinstance(x, np.ndarray) else x for x in inputs]
 
 
@@ -246,6 +253,10 @@ def profile(
     until the model latency's and the traced step's intervals are that narrow, for at most
     `time_limit` seconds from the start.
     """
+    if not callable(model_or_fn):
+        raise TypeError(f"profile needs a Keras model or a function, not {model_or_fn!r}")
+    if isinstance(levels, str):
+        raise TypeError(f"levels is a sequence of level names, not the string {levels!r}")
     unknown = [lv for lv in levels if lv not in LEVELS]
     if unknown:
         raise ValueError(f"unknown level(s) {unknown}; levels are {LEVELS}")
