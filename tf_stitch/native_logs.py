@@ -17,6 +17,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import IO
 
 TAIL_LINES = 40
 
@@ -65,9 +66,9 @@ def _writes_descriptor_2(stream: object) -> bool:
         return False
 
 
-def _print_tail(log: object) -> None:
-    log.seek(0)  # type: ignore[attr-defined]
-    lines = log.read().decode("utf-8", "replace").splitlines()  # type: ignore[attr-defined]
+def _print_tail(log: IO[bytes]) -> None:
+    log.seek(0)
+    lines = log.read().decode("utf-8", "replace").splitlines()
     if lines:
         print("tf-stitch: TensorFlow's log (--verbose shows it as it comes):", file=sys.stderr)
         for line in lines[-TAIL_LINES:]:

@@ -15,6 +15,8 @@ import math
 from functools import cache
 from importlib import resources
 
+import numpy as np
+
 from tf_stitch.codegen.kernel_ir import (
     Accumulate,
     BufferLoad,
@@ -173,11 +175,9 @@ def reduce_init(r: Reduction) -> str:
     minimum, Min from their maximum: an empty reduction gives them, as TensorFlow's)."""
     if not r.values:
         return REDUCE_INIT[r.kind]
-    bits = 8 * DTYPE_BYTES[r.values]
-    low, high = (
-        (0, 2**bits - 1) if r.values.startswith("u") else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
-    )
-    return literal({"Max": low, "Min": high, "Prod": 1}.get(r.kind, 0), r.dtype)
+    info = np.iinfo(r.values)
+    start = {"Max": int(info.min), "Min": int(info.max), "Prod": 1}.get(r.kind, 0)
+    return literal(start, r.dtype)
 
 
 def reduce_step(r: Reduction, acc: str, value: str) -> str:
@@ -725,24 +725,14 @@ def has_double(kernel: Kernel) -> bool:
 
 
 def has_half(kernel: Kernel) -> bool:
-    """Whether the kernel stores a tensor as a 16-bit float (it then needs cpu_half.h)."""
+    """Whether the kernel stores a tensor as a 16-bit float, or rounds to one (it then needs
+    cpu_half.h)."""
     stmts = [s for block in kernel.row_stmts + kernel.loops for s in block]
-    a = kernel.attention
-    exprs = [a.q, a.k, a.v, a.score, *([a.post] if a.post else [])] if a else []
     return (
         any(p.dtype in ROUND_TO for p in kernel.inputs + kernel.outputs)
         or any(isinstance(s, Let) and s.dtype in ROUND_TO for s in stmts)
-        or any(_rounds_to_half(e) for e in exprs)
+        or any(c.op == "Cast" and c.attr("dst") in ROUND_TO for c in kernel_calls(kernel))
     )
-
-
-def _rounds_to_half(e: Expr) -> bool:
-    """Whether an expression casts to a 16-bit float (ts_round_f16, ts_round_bf16)."""
-    if not isinstance(e, Call):
-        return False
-    if e.op == "Cast" and e.attr("dst") in ROUND_TO:
-        return True
-    return any(_rounds_to_half(x) for x in e.args)
 
 
 def _loads(e: Expr) -> list[Load]:

@@ -49,7 +49,7 @@ def integer_legality(graph: Graph, node: Node, consumers: dict[TensorRef, list[s
         return forbid("wraps the ids of a gather, whose kernel wraps them itself")
     out = node.outputs[0] if node.outputs else None
     if out is not None and out.dtype in INT_DTYPES and is_shape_arithmetic(out.shape):
-        return forbid(f"{out.dtype} shape arithmetic ({fmt_shape(out.shape)}) stays TensorFlow's")
+        return forbid(f"{out.dtype} shape arithmetic ({_fmt_shape(out.shape)}) stays TensorFlow's")
     if node.op == "Cast":
         src, dst = node.attrs["SrcT"].name, node.attrs["DstT"].name
         exact = src in INT_DTYPES or src == "bool" or dst in ("int32", "int64")
@@ -81,7 +81,7 @@ def is_shape_arithmetic(shape: tuple[int | None, ...] | None) -> bool:
     return len(shape) == 0 or int(shape[0] or 0) <= SHAPE_ARITHMETIC_ELEMENTS
 
 
-def fmt_shape(shape: tuple[int | None, ...] | None) -> str:
+def _fmt_shape(shape: tuple[int | None, ...] | None) -> str:
     return "a scalar" if not shape else f"{shape[0]} elements"
 
 
