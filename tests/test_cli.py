@@ -100,6 +100,7 @@ def test_demo_runs_end_to_end_small_and_its_model_converts(tmp_path: Path) -> No
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr.splitlines() == []  # no TensorFlow log line, no warning
     assert "match" in done.stdout and "kernels/step" in done.stdout
     assert "tf_stitch" in done.stdout and "XLA:CPU" in done.stdout
     assert (tmp_path / "tf_stitch_demo" / "encoder" / "saved_model.pb").is_file()
@@ -132,3 +133,40 @@ def test_min_confidence_reads_a_percentage_or_a_fraction() -> None:
     for bad in ("3", "-1%", "abc", "100%"):
         with pytest.raises(argparse.ArgumentTypeError):
             _fraction(bad)
+
+
+# One exit-status convention for every command: 0 done, 2 bad input (1: it failed, see
+# tests/test_hook.py for `run`, and the native-log test above).
+EXIT_STATUS = [
+    (["demo", "--batch", "0"], 2),
+    (["optimize", "nowhere.pb", "out.pb"], 2),
+    (["explain", "nowhere.pb"], 2),
+    (["bench", "--workloads", "no_such_workload", "--no-xla-gpu"], 2),
+    (["profile", "no_such_model"], 2),
+    (["characterize", "--models", "no_such_model", "--no-report"], 2),
+    (["convert", "nowhere", "out"], 2),
+    (["run", "nowhere.py"], 2),
+    (["op-library"], 0),
+    (["saved-model-cli", "--help"], 0),
+    (["zoo", "list"], 0),
+    (["zoo", "no_such_action"], 2),
+]
+
+
+@pytest.mark.parametrize(("argv", "status"), EXIT_STATUS, ids=[" ".join(a) for a, _ in EXIT_STATUS])
+def test_every_command_follows_the_exit_status_convention(
+    argv: list[str], status: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    try:
+        code = main(argv)
+    except SystemExit as e:  # argparse's usage errors
+        code = e.code
+    assert code == status
+
+
+def test_the_exit_status_table_covers_every_command() -> None:
+    from tf_stitch.cli import parser
+
+    commands = set(parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
+    assert commands == {argv[0] for argv, _ in EXIT_STATUS}

@@ -32,7 +32,7 @@ for command in commands:
         assert e.code == 0, (command, e.code)
 print(len(commands), "tensorflow" in sys.modules)
 """
-    assert _python(code).splitlines()[-1] == "9 False"  # tf-stitch and its 8 commands
+    assert _python(code).splitlines()[-1] == "12 False"  # tf-stitch and its 11 commands
 
 
 @pytest.mark.parametrize("first", ["tf_stitch", "tensorflow"])

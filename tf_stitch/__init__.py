@@ -20,6 +20,7 @@ from tf_stitch.import_hook import when_imported
 if TYPE_CHECKING:
     from tf_stitch.convert import ConversionError, Converter, convert_saved_model
     from tf_stitch.graph.freeze import VariableWriteError
+    from tf_stitch.hook import disable, enable, enabled, is_enabled
     from tf_stitch.keras_switch import stitch, unstitch
     from tf_stitch.launches import LaunchReport, count_launches
     from tf_stitch.optimize import (
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     )
     from tf_stitch.profiler.api import ProfileError, profile
     from tf_stitch.profiler.profile import Profile
+    from tf_stitch.serving import op_library_path
 
 __version__ = "0.1.0"
 
@@ -40,6 +42,10 @@ _EXPORTS = {
     "Converter": "tf_stitch.convert",
     "convert_saved_model": "tf_stitch.convert",
     "VariableWriteError": "tf_stitch.graph.freeze",
+    "disable": "tf_stitch.hook",
+    "enable": "tf_stitch.hook",
+    "enabled": "tf_stitch.hook",
+    "is_enabled": "tf_stitch.hook",
     "stitch": "tf_stitch.keras_switch",
     "unstitch": "tf_stitch.keras_switch",
     "LaunchReport": "tf_stitch.launches",
@@ -52,6 +58,7 @@ _EXPORTS = {
     "ProfileError": "tf_stitch.profiler.api",
     "profile": "tf_stitch.profiler.api",
     "Profile": "tf_stitch.profiler.profile",
+    "op_library_path": "tf_stitch.serving",
 }
 
 __all__ = [
@@ -64,9 +71,14 @@ __all__ = [
     "VariableWriteError",
     "convert_saved_model",
     "count_launches",
+    "disable",
+    "enable",
+    "enabled",
     "explain",
     "function",
     "generated_code",
+    "is_enabled",
+    "op_library_path",
     "optimize",
     "profile",
     "stitch",
@@ -106,9 +118,11 @@ def __dir__() -> list[str]:
 
 
 def _register_op(tensorflow: ModuleType) -> None:
+    from tf_stitch import hook
     from tf_stitch.runtime import op_library
 
     op_library.load_if_possible()
+    hook.enable_from_environment()
 
 
 when_imported("tensorflow", _register_op)

@@ -42,6 +42,21 @@ def _fraction(value: str) -> float:
     return number
 
 
+def _count(minimum: int) -> Any:
+    """An argparse type: an int of at least `minimum`."""
+
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+        if number < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}: {value!r}")
+        return number
+
+    return parse
+
+
 def _outputs(value: str | None) -> list[str] | None:
     return [s for s in value.split(",") if s] if value else None
 
@@ -161,6 +176,50 @@ def _characterize(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    """Runs a Python script as `python SCRIPT ARGS...` would, with tf_stitch.enable() on."""
+    import runpy
+    import traceback
+
+    from tf_stitch import hook
+
+    script = Path(args.script)
+    if not script.is_file():
+        raise ValueError(f"{script}: no such file")
+    hook.enable()
+    sys.argv = [str(script), *args.args]
+    sys.path.insert(0, str(script.resolve().parent))
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    except SystemExit as e:
+        if e.code is None or isinstance(e.code, int):
+            return e.code or 0
+        print(e.code, file=sys.stderr)
+        return 1
+    except BaseException:
+        traceback.print_exc()
+        return 1
+    return 0
+
+
+def _op_library(args: argparse.Namespace) -> int:
+    from tf_stitch.serving import op_library_path
+
+    print(op_library_path())
+    return 0
+
+
+def _saved_model_cli(args: argparse.Namespace) -> int:
+    print(SAVED_MODEL_CLI_HELP)
+    return 0
+
+
+SAVED_MODEL_CLI_HELP = """usage: tf-stitch saved-model-cli {show,run,scan,...} ARGS
+
+TensorFlow's saved_model_cli, with its arguments, run with the StitchedKernel op loaded
+(a converted SavedModel's ops). `tf-stitch saved-model-cli run --help` lists run's options."""
+
+
 def _zoo(args: argparse.Namespace) -> int:
     from tf_stitch.zoo import zoo
 
@@ -191,7 +250,9 @@ def _convert_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--targets", default="cpu,cuda", help="cpu and optionally cuda (nvcc)")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
     p.add_argument("--no-check", action="store_true", help="skip the check on random inputs")
-    p.add_argument("--check-dim", type=int, default=2, help="size of unknown dims in the check")
+    p.add_argument(
+        "--check-dim", type=_count(1), default=2, help="size of unknown dims in the check"
+    )
 
 
 def parser() -> argparse.ArgumentParser:
@@ -201,9 +262,9 @@ def parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True)
     d = sub.add_parser("demo", help="optimize a BERT-style encoder layer and compare with TF/XLA")
-    d.add_argument("--batch", type=int, default=4)
-    d.add_argument("--seq-len", type=int, default=128)
-    d.add_argument("--rounds", type=int, default=10)
+    d.add_argument("--batch", type=_count(1), default=4)
+    d.add_argument("--seq-len", type=_count(1), default=128)
+    d.add_argument("--rounds", type=_count(1), default=10)
     d.add_argument(
         "--export",
         default="tf_stitch_demo/encoder",
@@ -227,7 +288,7 @@ def parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--workloads", help="comma-separated workload names (default: all ten)")
     b.add_argument("--out", default="tf_stitch_bench", help="output directory")
-    b.add_argument("--rounds", type=int, default=10, help="interleaved timing rounds")
+    b.add_argument("--rounds", type=_count(1), default=10, help="interleaved timing rounds")
     b.add_argument("--gpu", choices=("h100", "h200"), default="h100", help="XLA:GPU target")
     b.add_argument("--no-xla-gpu", action="store_true", help="skip the XLA:GPU counts")
     b.add_argument("--small", action="store_true", help="the workloads' small variants")
@@ -237,9 +298,11 @@ def parser() -> argparse.ArgumentParser:
         help="leveled profile (model, layer, op, library) of a Keras file, SavedModel or workload",
     )
     pr.add_argument("model", help="a .keras/.h5 file, a SavedModel directory or a workload name")
-    pr.add_argument("--batch", type=int, default=None, help="batch size (default: the model's)")
-    pr.add_argument("--steps", type=int, default=20)
-    pr.add_argument("--warmup", type=int, default=5)
+    pr.add_argument(
+        "--batch", type=_count(1), default=None, help="batch size (default: the model's)"
+    )
+    pr.add_argument("--steps", type=_count(1), default=20)
+    pr.add_argument("--warmup", type=_count(0), default=5)
     pr.add_argument("--levels", help="comma-separated levels (default: all)")
     pr.add_argument("--logdir", help="write the profile here (TensorBoard logdir)")
     pr.add_argument("--run-name", help="the run's name (default: the time)")
@@ -271,8 +334,8 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--no-report", action="store_true", help="profile only")
     c.add_argument("--shard", default="1/1", help="I/N: run the I-th of N parts of the zoo")
     c.add_argument("--jobs", type=int, default=1, help="models profiled at once (default 1)")
-    c.add_argument("--steps", type=int, default=10, help="steps per leveled run")
-    c.add_argument("--warmup", type=int, default=3)
+    c.add_argument("--steps", type=_count(1), default=10, help="steps per leveled run")
+    c.add_argument("--warmup", type=_count(0), default=3)
     c.add_argument("--no-optimize", action="store_true", help="skip the tf_stitch profiles")
     c.add_argument("--timeout", type=float, default=3600, help="seconds per model")
     c.add_argument("--otlp-endpoint", help="also send every profile over OTLP/HTTP")
@@ -280,6 +343,24 @@ def parser() -> argparse.ArgumentParser:
     cv = sub.add_parser("convert", help="convert a SavedModel into a stitched SavedModel")
     _convert_arguments(cv)
     cv.set_defaults(run=_convert)
+    r = sub.add_parser(
+        "run", help="run a Python script with tf_stitch.enable() on: every graph TF runs stitched"
+    )
+    r.add_argument("script", help="the script, run as `python SCRIPT ARGS...` runs it")
+    r.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
+    r.set_defaults(run=_run)
+    ol = sub.add_parser(
+        "op-library",
+        help="print the op library's path, for tf.load_op_library or TF_LoadLibrary elsewhere",
+    )
+    ol.set_defaults(run=_op_library)
+    sm = sub.add_parser(
+        "saved-model-cli",
+        help="TensorFlow's saved_model_cli (same arguments) with the StitchedKernel op loaded",
+        add_help=False,
+    )
+    sm.add_argument("-h", "--help", action="store_true", help="this help")
+    sm.set_defaults(run=_saved_model_cli)
     z = sub.add_parser("zoo", help="the model zoo: `tf-stitch zoo list`")
     z.add_argument("action", choices=("list",))
     z.set_defaults(run=_zoo)
@@ -290,7 +371,18 @@ def main(argv: list[str] | None = None) -> int:
     """Runs one command; its exit status: 0 done, 1 it failed, 2 bad input."""
     from tf_stitch.native_logs import quiet_native_logs
 
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["saved-model-cli"] and argv[1:2] not in (["-h"], ["--help"], []):
+        from tf_stitch.serving import saved_model_cli
+
+        return saved_model_cli(argv[1:])  # its arguments, output and errors are its own
     args = parser().parse_args(argv)
+    if args.command == "run":  # the script's output and errors are its own
+        try:
+            return _run(args)
+        except ValueError as e:
+            print(f"tf-stitch: error: {e}", file=sys.stderr)
+            return 2
     with quiet_native_logs(args.verbose) as outcome:
         try:
             code = int(args.run(args))

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
+from tf_stitch import hook
 from tf_stitch.fusion.legality import has_cpu_only_epilogues
 from tf_stitch.fusion.op_kinds import FLOAT_DTYPES
 from tf_stitch.fusion.siblings import has_cpu_only_splits
@@ -48,6 +49,10 @@ class LaunchReport:
     # tf_stitch's kernel launches per step by the float dtypes each stores ("float16+float32":
     # a kernel of Keras' mixed precision reading one and writing the other)
     stitched_by_dtype: dict[str, int] = field(default_factory=dict)
+    # With tf_stitch.enable() on: the original function as TensorFlow runs it then, stitched
+    # by the graph optimization pass (tf_stitch/hook.py); None when it is off.
+    tf_enabled: int | None = None
+    tf_enabled_detail: OpLaunches | None = None
 
     def __str__(self) -> str:
         xla = "n/a" if self.xla_cpu is None else str(self.xla_cpu)
@@ -61,6 +66,8 @@ class LaunchReport:
                 "n/a" if self.tf_stitch_gpu is None else str(self.tf_stitch_gpu),
             ),
         ]
+        if self.tf_enabled is not None:
+            rows.append(("TensorFlow with tf_stitch.enable()", str(self.tf_enabled)))
         width = max(len(r[0]) for r in rows)
         lines = [f"{'kernels per step':<{width}}  count"]
         lines += [f"{name:<{width}}  {value:>5}" for name, value in rows]
@@ -110,11 +117,24 @@ def count_launches(fn: Any, *inputs: Any, steps: int = 3) -> LaunchReport:
     only a GPU's plan merges (fusion/siblings.py), it is optimized again with
     `conv_layout="NCHW"` (planned for a GPU) and that graph is run and traced
     (`gpu_optimized`).
+    With `tf_stitch.enable()` on, TensorFlow's count is taken with it paused, and the original
+    run as TensorFlow runs it with the pass is counted too (`tf_enabled`).
     """
     if not callable(fn):
         raise TypeError(f"count_launches needs a function or a Keras model, not {fn!r}")
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a positive int, not {steps!r}")
+    enabled = hook.is_enabled()
+    with hook.paused():  # TensorFlow's own count is of TensorFlow's graph
+        report, original = _count_launches(fn, inputs, steps)
+    if enabled:
+        report.tf_enabled_detail = count_tf_launches(original, inputs, steps=steps)
+        report.tf_enabled = report.tf_enabled_detail.per_step
+    return report
+
+
+def _count_launches(fn: Any, inputs: tuple[Any, ...], steps: int) -> tuple[LaunchReport, Any]:
+    """The report, and the original function TensorFlow's count ran."""
     original, call_optimized, optimized, python_fn = _variants(fn, inputs)
     if not onednn_enabled() and (nchw := needs_nchw_host(optimized.graph)):
         raise RuntimeError(
@@ -159,7 +179,7 @@ def count_launches(fn: Any, *inputs: Any, steps: int = 3) -> LaunchReport:
     concrete = original.get_concrete_function(*inputs) if not _is_concrete(original) else original
     tf_gpu = count_gpu_launches(tf_count, graph_of_function(concrete), ())
     notes.extend(f"TensorFlow's GPU count: {n}" for n in tf_gpu.notes)
-    return LaunchReport(
+    report = LaunchReport(
         tf_count.per_step,
         stitch_count.per_step,
         None if xla is None else xla.total,
@@ -174,6 +194,7 @@ def count_launches(fn: Any, *inputs: Any, steps: int = 3) -> LaunchReport:
         gpu_optimized,
         stitched_by_dtype(stitch_count, optimized.graph),
     )
+    return report, original
 
 
 def _gpu_variant(
@@ -190,7 +211,7 @@ def _gpu_variant(
         or has_packed_accumulators(optimized.context.records)
     ):
         return optimized, call
-    gpu = optimize(optimized.original, conv_layout="NCHW", freeze=not optimized.variables)
+    gpu = optimize(optimized.original, conv_layout="NCHW", freeze=not optimized.live_variables)
     if call is optimized:
         return gpu, gpu
 

@@ -8,6 +8,8 @@ from dataclasses import replace
 from typing import Any
 
 import tensorflow as tf
+from tensorflow.python.ops import control_flow_util
+from tensorflow.python.trackable.base import no_automatic_dependency_tracking
 
 from tf_stitch.collector import collector_paused
 from tf_stitch.graph import frontends
@@ -22,19 +24,24 @@ from tf_stitch.passes.pipeline import run_pipeline
 from tf_stitch.runtime import op_library
 
 
-class OptimizedFunction(GraphFunction):
-    """A stitched function with the original's calling convention.
+class OptimizedFunction(GraphFunction, tf.Module):
+    """A stitched function with the original's calling convention, and a `tf.Module`:
+    `tf.saved_model.save(optimized, path)` saves it with its live variables, its `serve`
+    function (the flat tensors in, named as the original's parameters) the default signature.
+    Loading it needs tf_stitch's op library (`import tf_stitch`; see serving.py).
 
     `graph` is the optimized graph (`graph_def` its GraphDef, made when first read),
     `original` the ConcreteFunction it came from and `context` what the optimizer decided
-    (kernels, reasons, warnings). `variables` are the live variables: Placeholder node name ->
-    resource handle; each call reads them (none if the function was frozen), those in
+    (kernels, reasons, warnings). `live_variables` are the live variables: Placeholder node
+    name -> resource handle; each call reads them (none if the function was frozen), those in
     `read_in_place` inside the kernels that read them (graph/variable_reads.py);
     `written_in_kernels` maps the variable writes a kernel does itself to that kernel
-    (graph/variable_writes.py). TensorFlow runs the graph with its large constants held by
-    reference (graph/held_constants.py): they are not copied into the function it builds.
+    (graph/variable_writes.py); `variables` (tf.Module's) are those tf.Variables. TensorFlow
+    runs the graph with its large constants held by reference (graph/held_constants.py): they
+    are not copied into the function it builds.
     """
 
+    @no_automatic_dependency_tracking
     def __init__(
         self,
         graph: Graph,
@@ -61,12 +68,26 @@ class OptimizedFunction(GraphFunction):
             variables,
             targets,
         )
-        super().__init__(flat, structured_inputs, structured_outputs, _param_names(original), specs)
+        GraphFunction.__init__(
+            self, flat, structured_inputs, structured_outputs, _param_names(original), specs
+        )
+        tf.Module.__init__(self, name="optimized_function")
         self.graph = graph
         self.context = context
         self.original = original
-        self.variables = dict(variables or {})
+        self.live_variables = dict(variables or {})
         self._graph_def: GraphDef | None = None
+        self._warned_xla = False
+        handles = {id(h) for h in self.live_variables.values()}
+        originals = _graph_variables(original)
+        tracked = [v for v in originals if id(v.handle) in handles]
+        # Frozen: the original reads variables this graph holds as constants.
+        self._frozen = bool(originals) and not self.live_variables
+        self._setattr_tracking = True  # what saving needs: the variables and `serve`
+        self._live = tracked
+        self.serve = _serving_function(flat, specs, self.param_names, structured_outputs)
+        self._default_save_signature = self.serve  # tf.saved_model.save looks for this name
+        self._setattr_tracking = False
 
     @property
     def graph_def(self) -> GraphDef:
@@ -79,6 +100,62 @@ class OptimizedFunction(GraphFunction):
     @property
     def kernels(self) -> list[Any]:
         return self.context.kernels
+
+    @tf.autograph.experimental.do_not_convert  # called inside tf.functions: run as written
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not in_xla_context():
+            return GraphFunction.__call__(self, *args, **kwargs)
+        # Traced for XLA (inside a jit_compile=True function): XLA cannot call tf_stitch's
+        # kernels, so the original ops run, and XLA compiles and fuses them itself.
+        if self._frozen:
+            raise ValueError(
+                "this optimized function was frozen (freeze=True) and cannot run inside a "
+                "jit_compile=True function: XLA cannot call tf_stitch's kernels, and the "
+                "original reads the variables' current values, not the frozen ones. Optimize "
+                "it with its variables live, or call it outside the jit_compile function"
+            )
+        if not self._warned_xla:
+            self._warned_xla = True
+            warnings.warn(
+                "tf_stitch: an optimized function called inside a jit_compile=True function "
+                "runs its original ops there, which XLA compiles and fuses (XLA cannot call "
+                "tf_stitch's kernels)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        return self.original(*args, **kwargs)
+
+
+def in_xla_context() -> bool:
+    """Whether the graph being built is compiled by XLA (a jit_compile=True function's)."""
+    return bool(control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
+
+
+def _graph_variables(original: Any) -> list[Any]:
+    graph = getattr(original, "graph", None)
+    return list(getattr(graph, "variables", ()))
+
+
+def _serving_function(
+    flat: Any, specs: list[tf.TensorSpec], names: list[str], structured_outputs: Any
+) -> Any:
+    """A tf.function of the flat input tensors (named after the parameters where they match
+    one to one) returning a dict of tensors: a SavedModel signature."""
+    if len(names) != len(specs):
+        names = [f"input_{i}" for i in range(len(specs))]
+    named = [tf.TensorSpec(s.shape, s.dtype, name=n) for s, n in zip(specs, names, strict=True)]
+
+    def serve(*tensors: Any) -> Any:
+        outputs = list(flat(*tensors))
+        if structured_outputs is not None:
+            packed = tf.nest.pack_sequence_as(structured_outputs, outputs, expand_composites=True)
+            if isinstance(packed, dict) and all(tf.is_tensor(v) for v in packed.values()):
+                return packed
+        return {f"output_{i}": t for i, t in enumerate(outputs)}
+
+    function = tf.function(serve, input_signature=named)
+    function.get_concrete_function()  # traced: tf.saved_model.save's default signature
+    return function
 
 
 def _param_names(concrete: Any) -> list[str]:
@@ -131,6 +208,7 @@ def optimize(
     TensorFlow's GPU library calls do not fuse (all but ReLU and GELU) is stitched with its
     matmul or bias add, where on a CPU oneDNN's fused call takes it.
     """
+    check_arguments(on_chip_budget, cuda, conv_layout, freeze)
     with collector_paused():
         frontend = frontends.load(
             obj, inputs=inputs, outputs=outputs, input_signature=input_signature, freeze=freeze
@@ -151,6 +229,21 @@ def optimize(
             frontend.structured_outputs,
             frontend.variables,
         )
+
+
+def check_arguments(
+    on_chip_budget: Any, cuda: Any, conv_layout: Any = None, freeze: Any = False
+) -> None:
+    """Raises TypeError/ValueError for arguments `optimize` cannot take, before any work."""
+    if not isinstance(freeze, bool):
+        raise TypeError(f"freeze must be True or False, got {freeze!r}")
+    Options(cuda=cuda, conv_layout=conv_layout or "NHWC")  # checks them
+    if on_chip_budget is not None:
+        Options(on_chip_budget=on_chip_budget)
+
+
+# What explain() and generated_code() take besides the object: optimize()'s frontend arguments.
+_PLAN_ARGUMENTS = frozenset({"inputs", "outputs", "input_signature", "freeze"})
 
 
 def optimize_graph(
@@ -213,6 +306,11 @@ def explain(obj: Any, **kwargs: Any) -> str:
 
 def _planned(obj: Any, kwargs: dict[str, Any]) -> PassContext:
     """The optimizer's context for `obj` (kernels generated, not compiled)."""
+    unknown = sorted(set(kwargs) - _PLAN_ARGUMENTS)
+    if unknown:
+        raise TypeError(
+            f"unexpected keyword argument(s) {unknown}; accepted: {sorted(_PLAN_ARGUMENTS)}"
+        )
     frontend = frontends.load(
         obj,
         inputs=kwargs.get("inputs"),
@@ -266,6 +364,9 @@ class StitchFunction:
         on_chip_budget: int | None = None,
         freeze: bool = False,
     ) -> None:
+        if not callable(fn):
+            raise TypeError(f"tf_stitch.function decorates a function, not {fn!r}")
+        check_arguments(on_chip_budget, False, None, freeze)
         self.python_function = fn
         self.tf_function = tf.function(fn, input_signature=input_signature)
         self._on_chip_budget = on_chip_budget
@@ -281,7 +382,10 @@ class StitchFunction:
             self._cache[id(concrete)] = hit
         return hit[1]
 
+    @tf.autograph.experimental.do_not_convert  # the optimizer runs as written, not converted
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if in_xla_context():  # XLA fuses the original itself (see OptimizedFunction.__call__)
+            return self.tf_function(*args, **kwargs)
         return self.get_optimized(*args, **kwargs)(*args, **kwargs)
 
 

@@ -20,7 +20,10 @@ package(default_visibility = ["//visibility:public"])
 
 cc_binary(
     name = "libstitched_kernel_op.so",
-    srcs = ["tf_stitch/runtime/stitched_kernel_op.cc"],
+    srcs = [
+        "tf_stitch/runtime/graph_pass.cc",
+        "tf_stitch/runtime/stitched_kernel_op.cc",
+    ],
     copts = ["-std=c++17", "-pthread", "-O2", "-fPIC", "-D_GLIBCXX_USE_CXX11_ABI=1"],
     linkopts = ["-ldl"],
     linkshared = 1,

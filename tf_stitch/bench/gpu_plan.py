@@ -88,7 +88,7 @@ def host_twin_of(gpu: Any, notes: list[str]) -> tuple[Any, list[Any]]:
         gpu.original,
         gpu.structured_inputs,
         gpu.structured_outputs,
-        {**gpu.variables, **handles},
+        {**gpu.live_variables, **handles},
     )
     notes.append(
         f"{moved} NCHW convolutions run NHWC between transposes on this host, which are not "

@@ -41,6 +41,7 @@ from tf_stitch.convert.signature import (
 from tf_stitch.convert.summary import format_summary
 from tf_stitch.progress import Progress
 from tf_stitch.runtime.cache import replace_dir
+from tf_stitch.serving import write_hint
 
 TARGETS = ("cpu", "cuda")
 RTOL, ATOL = 1e-4, 1e-5  # float32 after reassociation, on normalized outputs
@@ -177,6 +178,7 @@ class Converter:
 
         def fill(staging: Path) -> None:
             tf.saved_model.save(self._loaded, str(staging), signatures=signatures)
+            write_hint(staging)
 
         return replace_dir(out, fill)
 

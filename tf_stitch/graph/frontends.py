@@ -58,7 +58,10 @@ def load(
     if isinstance(obj, bytes | bytearray | memoryview) or type(obj).__name__ == "GraphDef":
         if input_signature is not None:
             raise TypeError("input_signature applies to functions and Keras models, not GraphDefs")
-        return Frontend(graph_from_graph_def(parse_graph_def(obj), inputs, outputs), "graph_def")
+        graph_def = parse_graph_def(obj)
+        if not graph_def.node:
+            raise ValueError("the GraphDef is empty: it has no nodes")
+        return Frontend(graph_from_graph_def(graph_def, inputs, outputs), "graph_def")
     if inputs is not None or outputs is not None:
         raise TypeError("inputs=/outputs= name tensors of a GraphDef; functions have signatures")
     return from_concrete_function(concrete_function_of(obj, input_signature), freeze)

@@ -47,6 +47,8 @@ class Options:
         return self.cuda or self.conv_layout == "NCHW"
 
     def __post_init__(self) -> None:
+        if not isinstance(self.cuda, bool):
+            raise TypeError(f"cuda must be True or False, got {self.cuda!r}")
         if self.conv_layout not in CONV_LAYOUTS:
             raise ValueError(f"conv_layout must be one of {CONV_LAYOUTS}, got {self.conv_layout!r}")
         if self.kernel_source not in KERNEL_SOURCES:

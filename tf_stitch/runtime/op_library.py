@@ -90,6 +90,20 @@ def build_command(output: Path, source: Path = OP_SOURCE) -> list[str]:
     return prebuilt.build_command(output, source)
 
 
+def set_graph_rewriter(rewriter: Any) -> None:
+    """Registers the graph optimization pass's rewriter (a ctypes function; None removes it):
+    see tf_stitch/hook.py. Loads the op library if needed."""
+    load()
+    ctypes.CDLL(str(_loaded_path)).tf_stitch_set_graph_rewriter(rewriter)
+
+
+def set_pass_string(out: int, data: bytes) -> None:
+    """Writes the rewriter's answer into the pass's string at address `out`."""
+    function = ctypes.CDLL(str(_loaded_path)).tf_stitch_set_string
+    function.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64]
+    function(out, data, len(data))
+
+
 def op_library_key() -> str:
     """sha256 over the op source, its version, TensorFlow's version and flags and the compiler."""
     try:

@@ -25,13 +25,15 @@ PACKAGED_DIR = RUNTIME_DIR / "_ops"
 LIBRARY_NAME = "libstitched_kernel_op.so"
 STAMP_NAME = "libstitched_kernel_op.json"
 OP_SOURCE = RUNTIME_DIR / "stitched_kernel_op.cc"
+PASS_SOURCE = RUNTIME_DIR / "graph_pass.cc"  # tf_stitch.enable()'s graph optimization pass
 OP_HEADERS = tuple(RUNTIME_DIR / n for n in ("cuda_driver.h", "sha256.h", "stitched_kernel_gpu.h"))
 BASE_FLAGS = ("-std=c++17", "-shared", "-fPIC", "-O2")
 
 
 def source_text() -> str:
     """The op source and its headers, as one text (what a library's identity covers)."""
-    return "\n".join(p.read_text(encoding="utf-8") for p in (OP_SOURCE, *OP_HEADERS))
+    sources = (OP_SOURCE, PASS_SOURCE, *OP_HEADERS)
+    return "\n".join(p.read_text(encoding="utf-8") for p in sources)
 
 
 def source_digest() -> str:
@@ -43,8 +45,11 @@ def compiler() -> tuple[str, ...]:
     return tuple(shlex.split(os.environ.get("CXX") or "c++"))
 
 
-def build_command(output: Path, source: Path = OP_SOURCE) -> list[str]:
-    """The command that compiles the op library from `source` into `output`."""
+def build_command(
+    output: Path, source: Path = OP_SOURCE, pass_source: Path = PASS_SOURCE
+) -> list[str]:
+    """The command that compiles the op library from `source` and the graph optimization pass
+    from `pass_source` into `output`."""
     import tensorflow as tf
 
     return [
@@ -54,6 +59,7 @@ def build_command(output: Path, source: Path = OP_SOURCE) -> list[str]:
         "-o",
         str(output),
         str(source),
+        str(pass_source),
         *tf.sysconfig.get_link_flags(),
     ]
 
