@@ -236,3 +236,33 @@ def test_tf_stitch_run_and_the_environment_variable(tmp_path: Path) -> None:
     script.write_text("raise RuntimeError('boom')")
     failed = _run([*cli, "run", str(script)])
     assert failed.returncode == 1 and "boom" in failed.stderr
+
+
+def test_a_rewrite_tensorflow_would_refuse_to_run_is_not_handed_to_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Reads of variables inside a lowered loop given their shapes (through Enter) let the
+    passes move work on them out of the loop's frame: a graph TensorFlow's executor refuses
+    ("has inputs from different frames") only when it runs it. graph/frames.py catches it
+    first, and the graph stays TensorFlow's, with a warning."""
+    from tf_stitch.graph import function_bodies
+
+    monkeypatch.setattr(function_bodies, "PASS_THROUGH", frozenset({"Identity", "Enter"}))
+    keras.utils.set_random_seed(3)
+    model = keras.Sequential(
+        [
+            keras.layers.Input((6, 4)),
+            keras.layers.Bidirectional(keras.layers.LSTM(8)),
+            keras.layers.Dense(1),
+        ]
+    )
+    x = np.random.default_rng(0).random((8, 6, 4), dtype=np.float32)
+    expected = model(x).numpy()  # eagerly: predict's function is instantiated below
+    tf_stitch.enable(on_chip_budget=54321)  # settings no other test uses: a fresh cache key
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = model.predict(x, verbose=0)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    refused = [w for w in caught if "not well formed" in str(w.message)]
+    assert refused, [str(w.message) for w in caught]
+    assert "different frames" in str(refused[0].message)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 ENV_VAR = "TF_STITCH"
+RESOURCE_ENUM = 20  # DT_RESOURCE
 # Fewer stitchable ops than this: nothing to gain, the graph is passed over.
 MIN_STITCHABLE_OPS = 2
 
@@ -224,6 +225,7 @@ def rewrite_function_graph(
     nothing was stitched (or it has too few ops to try). Raises what the pipeline raises."""
     from tf_stitch.fusion.op_kinds import OP_TABLE
     from tf_stitch.graph import function_bodies
+    from tf_stitch.graph.frames import frame_problem
     from tf_stitch.graph.io import GraphDef, graph_from_graph_def, graph_to_graph_def
     from tf_stitch.optimize import optimize_graph
 
@@ -245,8 +247,40 @@ def rewrite_function_graph(
         optimized, ctx = optimize_graph(graph, on_chip_budget, cuda)
     if not ctx.kernels:
         return None
-    joined = function_bodies.join(graph_to_graph_def(optimized), body)
+    optimized_def = graph_to_graph_def(optimized)
+    _write_in_kernels(optimized_def, body, cuda)
+    joined = function_bodies.join(optimized_def, body)
+    problem = frame_problem(joined)
+    if problem:  # TensorFlow would refuse it only when it runs it: keep the original
+        raise ValueError(f"the stitched graph is not well formed: {problem}")
     return joined.SerializeToString()
+
+
+@dataclass(frozen=True)
+class _Placed:
+    """Where a variable lives, as graph/variable_writes.py asks (`.device`)."""
+
+    device: str
+
+
+def _write_in_kernels(graph_def: Any, body: Any, cuda: bool) -> None:
+    """The variable writes of kernels' outputs done by the kernels (graph/variable_writes.py);
+    a moved write that is a control output of the function stays, as a NoOp after its kernel
+    (TensorFlow finds the function's control outputs by name)."""
+    from tensorflow.core.framework import node_def_pb2
+
+    from tf_stitch.graph.variable_writes import write_in_kernels
+
+    handles = {
+        name: _Placed("GPU:0" if cuda else "CPU:0")  # on a GPU, only kernels with a CUDA build
+        for name, node in body.originals.items()
+        if node.op == "_Arg" and node.attr["T"].type == RESOURCE_ENUM
+    }
+    _, moved = write_in_kernels(graph_def, handles, body.outputs, body.targets)
+    for write in sorted(set(moved) & set(body.targets)):
+        graph_def.node.append(
+            node_def_pb2.NodeDef(name=write, op="NoOp", input=[f"^{moved[write]}"])
+        )
 
 
 def _warn_once(key: str, message: str) -> None:

@@ -261,3 +261,46 @@ def test_groups_never_create_cycles(g: Graph, min_ops: int) -> None:
         for node in (g.node(n) for n in grp.names if g.node(n).op == "MatMul"):
             assert not {r.node for r in node.inputs} & set(grp.names), "a matmul operand in-group"
         emit_cpu(lower(g, grp, f"k{grp.id}"))  # every planned group can be lowered
+
+
+def _node(
+    name: str, op: str, inputs: list[str], shape: tuple[int, ...] = (4, 4), **attrs: Any
+) -> Node:
+    return Node(
+        name,
+        op,
+        [TensorRef(i) for i in inputs],
+        {"T": DType(F32), **attrs},
+        [TensorInfo(F32, shape)],
+    )
+
+
+def _constant(name: str, value: np.ndarray) -> Node:
+    dtype = str(value.dtype)
+    attrs = {"value": TensorValue(value, dtype), "dtype": DType(dtype)}
+    return Node(name, "Const", [], attrs, [TensorInfo(dtype, value.shape)])
+
+
+def test_a_sibling_merge_through_a_later_node_back_into_a_group_is_refused() -> None:
+    """Found by test_groups_never_create_cycles: merging n1 with n4 (same layer) made a cycle
+    n1 -> n2 -> n5 -> n7, n7 in n3's group, n3 -> n4: the path left the walked window at n5,
+    beyond the union's last member, and came back through a group that starts before it."""
+    g = Graph()
+    g.add(Node("x", "Placeholder", [], {"dtype": DType(F32)}, [TensorInfo(F32, (4, 4))]))
+    g.add(_node("n0", "Exp", ["x"]))
+    g.add(_node("n1", "AddV2", ["n0", "n0"]))
+    g.add(_constant("n2/w", np.ones((4, 4), np.float32)))
+    g.add(_node("n2", "MatMul", ["n1", "n2/w"]))
+    g.add(_constant("n3/w", np.ones((4, 4), np.float32)))
+    g.add(_node("n3", "MatMul", ["x", "n3/w"]))
+    g.add(_constant("n4/axis", np.array(0, np.int32)))
+    g.add(_node("n4", "Sum", ["n3", "n4/axis"], (1, 4), keep_dims=True, Tidx=DType("int32")))
+    g.add(_constant("n5/axis", np.array(0, np.int32)))
+    g.add(_node("n5", "Sum", ["n2", "n5/axis"], (4,), keep_dims=False, Tidx=DType("int32")))
+    g.add(_node("n6", "Exp", ["x"]))
+    g.add(_node("n7", "AddV2", ["n3", "n5"]))
+    g.inputs = [TensorRef("x")]
+    g.outputs = [TensorRef("n4"), TensorRef("n6"), TensorRef("n7")]
+    plan = plan_groups(g, PlannerOptions(min_compute_ops=1))
+    rep = {name: f"group{grp.id}" for grp in plan.groups for name in grp.names}
+    assert _is_acyclic({rep.get(n.name, n.name) for n in g}, _contracted_edges(g, rep))

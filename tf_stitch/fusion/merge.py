@@ -82,10 +82,12 @@ def creates_cycle(ctx: Context, union: set[str], groups: UnionFind) -> bool:
     kernel, so a path that reaches one of its members goes on from all of them.
 
     Only the window between the union and `limit` is walked: edges go forward in `order`, so
-    nothing after `limit` leads back unless it belongs to a group that starts before `limit`
-    (reaching such a group widens `limit` to its last member). Nodes met beyond `limit` wait
-    until it grows past them. Each call costs the window, not the graph (a scan of every group
-    per merge made planning superlinear in the model's depth)."""
+    a path that goes beyond `limit` comes back only through a group that starts at or before
+    `limit` and ends after it (reaching a group widens `limit` to its last member; when the
+    walk stops, `limit` widens to the last member of every group that starts before it,
+    `UnionFind.reach`). Nodes met beyond `limit` wait until it grows past them. Each call
+    costs the window, not the graph (a scan of every group per merge made planning
+    superlinear in the model's depth)."""
     order, succ = ctx.order, ctx.successors
     limit = max(order[n] for n in union)
     spans: dict[str, tuple[int, int] | None] = {}
@@ -121,6 +123,10 @@ def creates_cycle(ctx: Context, union: set[str], groups: UnionFind) -> bool:
                 if s in union:
                     return True
                 frontier.append(s)
+        if waiting and waiting[0][0] > limit:
+            # A path beyond `limit` comes back only through a group that starts before it
+            # and ends after it (reached at a later member, it goes on from all of them).
+            limit = groups.reach(limit)
         if not waiting or waiting[0][0] > limit:
             return False
         while waiting and waiting[0][0] <= limit:

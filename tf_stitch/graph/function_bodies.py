@@ -26,6 +26,10 @@ ARG_OPS = frozenset({"_Arg"})
 RETVAL_OPS = frozenset({"_Retval"})
 # Ops that only TensorFlow's own device placement may create: such a body is left alone.
 COLOCATION = "_class"  # ["loc:@node", ...]: TensorFlow places the node with those
+SHAPE_ATTR = "_shape"  # a read's value shape (graph/freeze.py's, read by graph/io.py)
+# Ops a read's handle may come through. Not Enter: a read inside a loop lowered to frames keeps
+# its unknown shape (given one, the passes would move work on it out of its frame).
+PASS_THROUGH = frozenset({"Identity"})
 DEVICE_OPS = frozenset({"_DeviceArg", "_DeviceRetval", "_Send", "_Recv", "_HostSend", "_HostRecv"})
 
 
@@ -62,6 +66,12 @@ def split(graph_def: GraphDef, control_outputs: list[str]) -> Body:
         for n in graph_def.node
         if n.op in ARG_OPS and n.attr["T"].type == tf.resource.as_datatype_enum
     }
+    # Variables the function only reads: each read becomes a Placeholder of the value. A
+    # variable it also writes (or gathers from, or passes on) keeps its ops on the handle, in
+    # TensorFlow's order, for the passes (passes/forward_writes.py).
+    only_read = resources - {
+        _source(i) for n in graph_def.node if n.op != "ReadVariableOp" for i in n.input
+    }
     out = GraphDef()
     out.CopyFrom(graph_def)
     del out.node[:]
@@ -77,7 +87,7 @@ def split(graph_def: GraphDef, control_outputs: list[str]) -> Body:
             if node.name not in resources:
                 body.inputs.append(f"{node.name}:0")
             out.node.append(_placeholder(node.name, node.attr["T"].type, _arg_shape(node)))
-        elif node.op == "ReadVariableOp" and _source(node.input[0]) in resources:
+        elif node.op == "ReadVariableOp" and _source(node.input[0]) in only_read:
             arg = nodes[_source(node.input[0])]
             body.originals[node.name] = node
             shape = _handle_shape(arg)
@@ -86,6 +96,10 @@ def split(graph_def: GraphDef, control_outputs: list[str]) -> Body:
             copy = out.node.add()
             copy.CopyFrom(node)
             copy.attr.pop(COLOCATION, None)  # the passes may fuse away the node it names
+            arg = _handle_arg(node, nodes, resources) if node.op == "ReadVariableOp" else None
+            if arg is not None and _handle_shape(arg).rank is not None:
+                # Its value's shape, which shape inference cannot know (graph/io.py reads it).
+                copy.attr[SHAPE_ATTR].shape.CopyFrom(_handle_shape(arg).as_proto())
     retvals.sort(key=lambda n: n.attr["index"].i)
     body.retvals = retvals
     body.outputs = [_tensor(n.input[0]) for n in retvals]
@@ -128,6 +142,21 @@ def join(optimized: GraphDef, body: Body) -> GraphDef:
             raise UnsupportedBody(f"the tensor {retval.input[0]} of result {retval.name} is gone")
         out.node.add().CopyFrom(retval)
     return out
+
+
+def _handle_arg(
+    read: tf.compat.v1.NodeDef, nodes: dict[str, tf.compat.v1.NodeDef], resources: set[str]
+) -> tf.compat.v1.NodeDef | None:
+    """The resource argument a read's handle comes from (through Identity), if any."""
+    name = _source(read.input[0]) if read.input else ""
+    for _ in range(64):
+        if name in resources:
+            return nodes[name]
+        node = nodes.get(name)
+        if node is None or node.op not in PASS_THROUGH or not node.input:
+            return None
+        name = _source(node.input[0])
+    return None
 
 
 def _placeholder(name: str, dtype: int, shape: tf.TensorShape) -> tf.compat.v1.NodeDef:
