@@ -83,11 +83,25 @@ class OptimizedFunction(GraphFunction, tf.Module):
         tracked = [v for v in originals if id(v.handle) in handles]
         # Frozen: the original reads variables this graph holds as constants.
         self._frozen = bool(originals) and not self.live_variables
-        self._setattr_tracking = True  # what saving needs: the variables and `serve`
+        self._setattr_tracking = True  # what saving needs: the variables
         self._live = tracked
-        self.serve = _serving_function(flat, specs, self.param_names, structured_outputs)
-        self._default_save_signature = self.serve  # tf.saved_model.save looks for this name
         self._setattr_tracking = False
+        self._serve: Any = None
+
+    @property
+    def serve(self) -> Any:
+        """A tf.function of the flat input tensors (named as the original's parameters where
+        they match one to one) returning a dict of tensors; traced when first asked for (by
+        `tf.saved_model.save`: its default signature)."""
+        if self._serve is None:
+            self._serve = _serving_function(
+                self.flat_fn, self.input_specs, self.param_names, self.structured_outputs
+            )
+        return self._serve
+
+    @property
+    def _default_save_signature(self) -> Any:
+        return self.serve  # the name tf.saved_model.save looks for
 
     @property
     def graph_def(self) -> GraphDef:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Mapping
 
 
@@ -14,10 +13,13 @@ class UnionFind:
         self.parent = {i: i for i in items}
         self._members = {i: {i} for i in items}
         self._order = order
-        # Sets of several members: root -> (first, last) position; and, built on demand, the
-        # sets' first positions sorted with the running maximum of their last ones.
+        # Sets of several members: root -> (first, last) position.
         self._spans: dict[str, tuple[int, int]] = {}
-        self._index: tuple[list[int], list[int]] | None = None
+        # A Fenwick tree of prefix maxima: at each first position, the furthest last position
+        # of a set starting there. A union's span covers both sets' spans, so the spans it
+        # replaces never need taking out: the answers only grow (O(log n) a union or a query).
+        size = max(order.values(), default=-1) + 2 if order is not None else 0
+        self._furthest = [-1] * size
 
     def find(self, x: str) -> str:
         while self.parent[x] != x:
@@ -36,8 +38,12 @@ class UnionFind:
         if self._order is not None:
             spans = [self._span(a), self._span(b)]
             self._spans.pop(b, None)
-            self._spans[a] = (min(s[0] for s in spans), max(s[1] for s in spans))
-            self._index = None
+            first, last = min(s[0] for s in spans), max(s[1] for s in spans)
+            self._spans[a] = (first, last)
+            i = first + 1
+            while i < len(self._furthest):
+                self._furthest[i] = max(self._furthest[i], last)
+                i += i & -i
 
     def _span(self, root: str) -> tuple[int, int]:
         assert self._order is not None
@@ -56,13 +62,8 @@ class UnionFind:
         `position` can come back to it or before only through such a set. Needs `order`."""
         if self._order is None:
             raise ValueError("UnionFind.reach needs the names' order")
-        if self._index is None:
-            spans = sorted(self._spans.values())
-            lasts, running = [], -1
-            for _, last in spans:
-                running = max(running, last)
-                lasts.append(running)
-            self._index = ([first for first, _ in spans], lasts)
-        firsts, lasts = self._index
-        i = bisect_right(firsts, position)
-        return max(position, lasts[i - 1]) if i else position
+        furthest, i = position, min(position + 1, len(self._furthest) - 1)
+        while i > 0:
+            furthest = max(furthest, self._furthest[i])
+            i -= i & -i
+        return furthest
