@@ -219,3 +219,26 @@ def test_enough_blocks_is_judged_on_both_intervals() -> None:
     assert enough(blocks(steady, [x * 1.1 for x in steady]))
     assert not enough(blocks(steady[:4], steady[:4]))  # two blocks: too few to say
     assert not enough(blocks(steady, [1.0, 1.0, 1.5, 1.5, 1.0, 1.0]))  # the traced step is not
+
+
+def test_a_reference_is_timed_in_blocks_beside_the_profile_s() -> None:
+    """`reference` runs in a block of its own before each of run A's (R A B ...): an untraced
+    timing that drifts with the profile, to check its interval against."""
+    fn = tf.function(lambda t: tf.tanh(tf.matmul(t, t)) + 1.0)
+    x = tf.random.normal([64, 64], seed=4)
+    calls = []
+
+    def reference() -> tf.Tensor:
+        calls.append(1)
+        return fn(x)
+
+    p = tf_stitch.profile(fn, x, steps=8, warmup=2, progress=None, reference=reference)
+    blocks = p.meta["blocks"]
+    assert blocks == 4 and len(p.meta["reference_blocks_ns"]) == blocks
+    assert len(calls) == 8 + blocks  # each block: one untimed call, then its steps
+    low, high = min(p.meta["reference_blocks_ns"]), max(p.meta["reference_blocks_ns"])
+    assert 0 < low <= p.meta["reference_ns"] <= high  # the median of the blocks' medians
+    with pytest.raises(TypeError, match="reference"):
+        tf_stitch.profile(fn, x, progress=None, reference="fn")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="traced level"):
+        tf_stitch.profile(fn, x, levels=("model",), progress=None, reference=reference)

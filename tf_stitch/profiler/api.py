@@ -236,6 +236,7 @@ def profile(
     progress: TextIO | None = sys.stderr,
     min_confidence: float | None = None,
     time_limit: float = 300.0,
+    reference: Callable[[], Any] | None = None,
 ) -> Profile:
     """Profiles `model_or_fn(*inputs)` level by level; returns the merged `Profile`.
 
@@ -252,6 +253,12 @@ def profile(
     `min_confidence` (a relative half-width, 0.03 for ±3%), blocks are added after `steps`
     until the model latency's and the traced step's intervals are that narrow, for at most
     `time_limit` seconds from the start.
+
+    `reference`, a callable (the same model called another way, say), is timed untraced in a
+    block of its own before each of run A's, so the machine's drift hits it as it hits the
+    profile: `meta["reference_ns"]` (the median of its blocks' medians) is an independent
+    check of the model latency and its interval (benchmarks/profiler_accuracy.py). It needs a
+    traced level.
     """
     if not callable(model_or_fn):
         raise TypeError(f"profile needs a Keras model or a function, not {model_or_fn!r}")
@@ -262,6 +269,8 @@ def profile(
         raise ValueError(f"unknown level(s) {unknown}; levels are {LEVELS}")
     if steps < 2 or warmup < 0:
         raise ValueError("need steps >= 2 and warmup >= 0")
+    if reference is not None and not callable(reference):
+        raise TypeError(f"reference must be a function of no arguments, not {reference!r}")
     if min_confidence is not None and not 0.0 < min_confidence < 1.0:
         raise ValueError(f"min_confidence is a relative half-width in (0, 1), not {min_confidence}")
     deadline = time.monotonic() + time_limit
@@ -273,6 +282,8 @@ def profile(
     call, graph = _callable(model_or_fn, args)
     names = keras_layer_names(model_or_fn) if is_keras_model(model_or_fn) else None
     traced = [lv for lv in TRACED_LEVELS if lv in levels]
+    if reference is not None and not traced:
+        raise ValueError("reference is timed beside the traced runs: profile a traced level too")
     bar = Progress(4 if traced else 1, progress or io.StringIO(), "profile")
 
     autotuning = _pin_autotuning()
@@ -320,11 +331,22 @@ def profile(
         bar.update(2, f"runs A and B interleaved, blocks of {block} steps")
         try:
             b = leveled.run_blocks(
-                call, steps, block, 0, names, _narrow_enough(min_confidence), deadline
+                call,
+                steps,
+                block,
+                0,
+                names,
+                _narrow_enough(min_confidence),
+                deadline,
+                reference,
             )
         except Exception as e:
             raise ProfileError(f"the model failed in run B (op level): {_brief(e)}") from e
         model_ns, model_block = b.model_ns, b.model_block
+        if b.reference_ns:
+            reference_blocks = leveled.block_medians(b.reference_ns, b.reference_block)
+            meta["reference_ns"] = statistics.median(reference_blocks)
+            meta["reference_blocks_ns"] = reference_blocks
         meta["model_cpu_ns"] = statistics.median(b.model_cpu_ns)
         meta["cpu_per_wall"] = statistics.median(
             c / w for c, w in zip(b.model_cpu_ns, b.model_ns, strict=True) if w > 0

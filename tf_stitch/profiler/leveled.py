@@ -21,7 +21,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import tensorflow as tf
@@ -159,6 +159,9 @@ class Blocks:
     step_epoch_ns: list[int]  # each traced step's start, ns since the epoch (empty: unknown)
     traces: dict[str, bytes]  # the first block's xplane files (XProf opens them)
     first_block_steps: int
+    # The reference's steps (`run_blocks(reference=...)`), timed as run A's are, and blocks.
+    reference_ns: list[float] = field(default_factory=list)
+    reference_block: list[int] = field(default_factory=list)
 
 
 def run_blocks(
@@ -169,12 +172,16 @@ def run_blocks(
     layer_names: Callable[[str], str] | None = None,
     enough: Callable[[Blocks], bool] | None = None,
     deadline: float | None = None,
+    reference: Callable[[], Any] | None = None,
 ) -> Blocks:
     """Run A and run B in alternating blocks of `block` steps (A B A B ...), `steps` of each in
     all, so that the machine's drift hits both alike; then more pairs of blocks until
     `enough(blocks)` or `time.monotonic()` passes `deadline`, where given. Run B's blocks call
     one fresh instantiation (`fresh_instantiations`), always traced, so every op leaves its
-    event; each block is one profiler session, whose start and stop are outside its steps."""
+    event; each block is one profiler session, whose start and stop are outside its steps.
+    A `reference` (another callable, e.g. the same model called its own way) is timed like run
+    A in a block of its own before each of run A's (R A B R A B ...): a timing of it that the
+    machine's drift hits as it hits the profile's."""
     for _ in range(warmup):
         wait_for(call())
     scope: str | None = None
@@ -193,6 +200,9 @@ def run_blocks(
         # Each block starts with one call it does not time (traced, in run B, outside the step
         # markers): the first call after the other run's block is slower (measured: the
         # profile's latency 10-15% above an untraced timing of the same model without it).
+        if reference is not None:
+            out.reference_ns += run_model_level(reference, size, 1)
+            out.reference_block += [k] * size
         out.model_ns += run_model_level(call, size, 1, out.model_cpu_ns)
         out.model_block += [k] * size
         with (
