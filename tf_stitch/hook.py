@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import Any
 
 ENV_VAR = "TF_STITCH"
-RESOURCE_ENUM = 20  # DT_RESOURCE
 # Fewer stitchable ops than this: nothing to gain, the graph is passed over.
 MIN_STITCHABLE_OPS = 2
 
@@ -271,11 +270,8 @@ def _write_in_kernels(graph_def: Any, body: Any, cuda: bool) -> None:
 
     from tf_stitch.graph.variable_writes import write_in_kernels
 
-    handles = {
-        name: _Placed("GPU:0" if cuda else "CPU:0")  # on a GPU, only kernels with a CUDA build
-        for name, node in body.originals.items()
-        if node.op == "_Arg" and node.attr["T"].type == RESOURCE_ENUM
-    }
+    # On a GPU, only kernels with a CUDA build may take a write over.
+    handles = {name: _Placed("GPU:0" if cuda else "CPU:0") for name in body.handles}
     _, moved = write_in_kernels(graph_def, handles, body.outputs, body.targets)
     for write in sorted(set(moved) & set(body.targets)):
         graph_def.node.append(

@@ -49,6 +49,7 @@ class Body:
     targets: list[str]
     # Placeholder name -> the node it stands for (an _Arg or a ReadVariableOp).
     originals: dict[str, tf.compat.v1.NodeDef] = field(default_factory=dict)
+    handles: list[str] = field(default_factory=list)  # the resource arguments (variables)
     retvals: list[tf.compat.v1.NodeDef] = field(default_factory=list)
 
 
@@ -75,7 +76,7 @@ def split(graph_def: GraphDef, control_outputs: list[str]) -> Body:
     out = GraphDef()
     out.CopyFrom(graph_def)
     del out.node[:]
-    body = Body(out, [], [], list(control_outputs))
+    body = Body(out, [], [], list(control_outputs), handles=sorted(resources))
     retvals = []
     for node in graph_def.node:
         if node.op in RETVAL_OPS:
@@ -97,9 +98,10 @@ def split(graph_def: GraphDef, control_outputs: list[str]) -> Body:
             copy.CopyFrom(node)
             copy.attr.pop(COLOCATION, None)  # the passes may fuse away the node it names
             arg = _handle_arg(node, nodes, resources) if node.op == "ReadVariableOp" else None
-            if arg is not None and _handle_shape(arg).rank is not None:
+            shape = _handle_shape(arg) if arg is not None else tf.TensorShape(None)
+            if shape.rank is not None:
                 # Its value's shape, which shape inference cannot know (graph/io.py reads it).
-                copy.attr[SHAPE_ATTR].shape.CopyFrom(_handle_shape(arg).as_proto())
+                copy.attr[SHAPE_ATTR].shape.CopyFrom(shape.as_proto())
     retvals.sort(key=lambda n: n.attr["index"].i)
     body.retvals = retvals
     body.outputs = [_tensor(n.input[0]) for n in retvals]

@@ -99,9 +99,14 @@ def set_graph_rewriter(rewriter: Any) -> None:
 
 def set_pass_string(out: int, data: bytes) -> None:
     """Writes the rewriter's answer into the pass's string at address `out`."""
-    function = ctypes.CDLL(str(_loaded_path)).tf_stitch_set_string
-    function.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64]
-    function(out, data, len(data))
+    global _set_string
+    if _set_string is None:  # looked up once, not at every rewrite
+        _set_string = ctypes.CDLL(str(_loaded_path)).tf_stitch_set_string
+        _set_string.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64]
+    _set_string(out, data, len(data))
+
+
+_set_string: Any = None
 
 
 def op_library_key() -> str:
