@@ -6,15 +6,20 @@ profile calls its function), in a block of its own before each of the
 profile's blocks (`profile(reference=...)`): independent of the profile, and hit by the
 machine's drift as the profile is.
 
-    python benchmarks/profiler_accuracy.py [--runs 3] [--steps 40] [--only cnn,encoder]
-        [--json out.json]
+    python benchmarks/profiler_accuracy.py [--runs 3] [--steps 40] [--min-confidence 0.03]
+        [--time-limit 45] [--only cnn,encoder] [--json out.json]
+
+Each profile measures `steps` steps, then adds blocks until its intervals are within
+`--min-confidence` (a relative half-width; 0 to turn off) or `--time-limit` seconds passed
+(`profile(min_confidence=..., time_limit=...)`).
 
 Prints, per profile: run A's model latency with its 95% interval (blocks of A and B
 interleaved, `profiler/stability.py`), the untraced reference timing and whether the interval
 holds it, the interval's half-width, the layers' sum against the latency, and the verdict
-(stable or unstable, and why). Then issue 24's targets: the interval holds the reference in
->= 90% of the profiles; quiet: half-width <= 3% and the layer sum within 5%; busy: flagged
-unstable or still within 5%.
+(stable or unstable, and why), and the share of their busy time the traced threads were on
+a CPU (`profiler/thread_cpu.py`) beside the CPUs other processes took. Then issue 24's
+targets: the interval holds the reference in >= 90% of the profiles; quiet: half-width <= 3%
+and the layer sum within 5%; busy: flagged unstable or still within 5%.
 """
 
 from __future__ import annotations
@@ -73,9 +78,20 @@ class Row:
     layer_sum: float
     unstable: bool
     verdict: str
+    on_cpu: float | None  # the traced threads' CPU time against their busy time
+    others: float | None  # CPUs other processes took while it ran
 
 
-def measure(name: str, model: Any, x: tf.Tensor, machine: str, run: int, steps: int) -> Row:
+def measure(
+    name: str,
+    model: Any,
+    x: tf.Tensor,
+    machine: str,
+    run: int,
+    steps: int,
+    min_confidence: float | None,
+    time_limit: float,
+) -> Row:
     fn = tf.function(lambda t: model(t, training=False))
     for _ in range(3):
         wait_for(fn(x))
@@ -90,8 +106,11 @@ def measure(name: str, model: Any, x: tf.Tensor, machine: str, run: int, steps: 
         progress=None,
         model_name=name,
         reference=lambda: concrete(x),
+        min_confidence=min_confidence,
+        time_limit=time_limit,
     )
     m = p.meta
+    contention = m["stability"].get("contention") or {}
     reference = m["reference_ns"] / 1e6
     low, high = (v / 1e6 for v in m["model_latency_ci_ns"])
     return Row(
@@ -107,13 +126,21 @@ def measure(name: str, model: Any, x: tf.Tensor, machine: str, run: int, steps: 
         m["layer_sum_vs_model"],
         m["stability"]["unstable"],
         m["stability"]["message"],
+        m.get("thread_cpu", {}).get("all", {}).get("on_cpu"),
+        contention.get("others"),
     )
+
+
+def _share(value: float | None, spec: str = ".0%") -> str:
+    return "n/a" if value is None else format(value, spec)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--min-confidence", type=float, default=0.03)
+    parser.add_argument("--time-limit", type=float, default=45.0)
     parser.add_argument("--only", help="comma-separated, of: resnet50, encoder, cnn")
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args()
@@ -121,7 +148,10 @@ def main() -> int:
     names = args.only.split(",") if args.only else list(models)
     if bad := [n for n in names if n not in models]:
         parser.error(f"unknown model(s) {', '.join(bad)}; known: {', '.join(models)}")
-    date, header = run_header(f"{args.steps} steps a profile, {args.runs} runs")
+    date, header = run_header(
+        f"{args.steps} steps a profile, more to ±{args.min_confidence:.0%} for at most "
+        f"{args.time_limit:.0f} s, {args.runs} runs"
+    )
     print(header)
     rows: list[Row] = []
     for machine in ("quiet", "busy"):
@@ -133,13 +163,23 @@ def main() -> int:
             for name in names:
                 model, x = models[name]
                 for run in range(args.runs):
-                    row = measure(name, model, x, machine, run, args.steps)
+                    row = measure(
+                        name,
+                        model,
+                        x,
+                        machine,
+                        run,
+                        args.steps,
+                        args.min_confidence or None,
+                        args.time_limit,
+                    )
                     rows.append(row)
                     print(
                         f"{name:<9} {machine:<5} {run}  {row.latency_ms:8.3f} ms "
                         f"[{row.low_ms:.3f}, {row.high_ms:.3f}]  untraced {row.reference_ms:8.3f}"
                         f"  {'held' if row.held else 'MISSED'}  ±{row.half_width:.1%}  "
-                        f"layers {row.layer_sum:.1%}  {row.verdict}",
+                        f"layers {row.layer_sum:.1%}  on CPU {_share(row.on_cpu)}  "
+                        f"others {_share(row.others, '.2f')}  {row.verdict}",
                         flush=True,
                     )
         finally:

@@ -116,6 +116,27 @@ def test_layers_carry_keras_names_and_library_work_is_seen(logdir: str) -> None:
     assert "ms per step" in str(p) and "conv2" in str(p)
 
 
+def test_ops_have_cpu_time_from_their_threads_clocks(logdir: str) -> None:
+    p = _profiled("cnn", logdir)
+    if "thread_cpu" not in p.meta:
+        pytest.skip("no per-thread CPU clocks here")
+    on_thread = p.spans[p.spans.level.isin(["op", "library"])]
+    assert on_thread.cpu_ns.notna().mean() > 0.9  # a line not matched to a thread: unknown
+    known = on_thread.dropna(subset=["cpu_ns"])
+    assert (known.cpu_ns >= 0).all()
+    library = known[known.level == "library"]  # one thread each: at most its wall time
+    assert (library.cpu_ns <= library.raw_ns + 1e-6).all()
+    # An op's CPU time counts its library work's (every thread it used)
+    children = library.groupby(["step", "parent"]).cpu_ns.sum()
+    ops_by_id = known[known.level == "op"].set_index(["step", "id"]).cpu_ns
+    parents = ops_by_id.reindex(children.index)
+    assert len(children) > 0 and (parents >= children - 1e-6).all()
+    ops = p.table("op")
+    assert "cpu_ns" in ops.columns and (ops.cpu_ns > 0).any()
+    everyone = p.meta["thread_cpu"]["all"]["on_cpu"]
+    assert 0.0 < everyone <= 1.0 and "traced threads on a CPU" in str(p)
+
+
 def test_saved_and_loaded(logdir: str) -> None:
     p = _profiled("block", logdir)
     stored = Path(logdir) / STORE_DIR / "block"

@@ -27,7 +27,7 @@ from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
 from tf_stitch.graph.frontends import is_keras_model
 from tf_stitch.graph.variable_writes import ASSIGN_OP, STITCHED_OP
-from tf_stitch.profiler import leveled, stability
+from tf_stitch.profiler import leveled, stability, thread_cpu
 from tf_stitch.profiler.export_otlp import export_otlp
 from tf_stitch.profiler.export_xplane import add_levels
 from tf_stitch.profiler.fresh_executor import fresh_instantiations
@@ -217,6 +217,7 @@ def _rows(steps: list[list[Span]], model_ns: list[float], cost: float) -> pd.Dat
                     "tracing_events": s.tracing_events,
                     "thread": s.thread,
                     "run": "A" if root else s.run,
+                    "cpu_ns": s.cpu_ns,
                 }
             )
     return pd.DataFrame(rows, columns=COLUMNS)
@@ -352,6 +353,8 @@ def profile(
             c / w for c, w in zip(b.model_cpu_ns, b.model_ns, strict=True) if w > 0
         )
         steps = meta["steps"] = len(model_ns)  # more, where min_confidence asked for them
+        if b.traced.cpu and len(b.traced.cpu) == len(b.traced.steps):
+            meta["thread_cpu"] = thread_cpu.summary(b.traced.cpu)
         steps_spans, traces, epoch_ns = b.traced.steps, b.traces, b.step_epoch_ns
         step_start_ps, first_steps = b.traced.step_start_ps, b.first_block_steps
         traced_block = b.traced_block

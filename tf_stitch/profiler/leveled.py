@@ -16,8 +16,10 @@ estimate) are not recorded at all once warm, so no chain of ops gives a measurab
 from __future__ import annotations
 
 import functools
+import itertools
 import statistics
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -27,7 +29,7 @@ from typing import Any
 import tensorflow as tf
 
 from tf_stitch.collector import collector_paused
-from tf_stitch.profiler import gpu_kernels
+from tf_stitch.profiler import gpu_kernels, thread_cpu
 from tf_stitch.profiler.fresh_executor import fresh_instantiations
 from tf_stitch.profiler.spans import Span, step_spans
 from tf_stitch.profiler.timing import wait_for
@@ -35,6 +37,7 @@ from tf_stitch.profiler.xplane import (
     TraceEvent,
     find_xplane_files,
     host_events,
+    is_step_marker,
     profile_start_ns,
     step_intervals,
 )
@@ -83,6 +86,9 @@ class TracedRun:
     events_per_step: list[int]
     step_start_ps: list[int]  # each step's start in the trace's clock
     trace_origin_ns: int = 0  # the trace clock's zero, in ns since the epoch (0: unknown)
+    # Per step, its threads' CPU time against their busy time, by pool (`thread_cpu`); empty
+    # where the threads' clocks cannot be read.
+    cpu: list[thread_cpu.StepCpu] = field(default_factory=list)
 
 
 def _start_profiler(logdir: str, level: int) -> None:
@@ -97,17 +103,29 @@ def _start_profiler(logdir: str, level: int) -> None:
         ) from e
 
 
+@dataclass
+class _Traced:
+    events: list[TraceEvent]
+    origin_ns: int
+    device: list[tuple[TraceEvent, str]]
+    clocks: list[thread_cpu.Reading]  # before each step and after the last; [] if unknown
+
+
 def _trace(
     call: Callable[[], Any], steps: int, logdir: str, level: int, warmup: int = 0
-) -> tuple[list[TraceEvent], int, list[tuple[TraceEvent, str]]]:
+) -> _Traced:
+    clocks = thread_cpu.Clocks()
+    readings: list[thread_cpu.Reading | None] = []
     _start_profiler(logdir, level)
     try:
         with collector_paused(collect_first=True):
             for _ in range(warmup):  # traced too: see run_traced
                 wait_for(call())
+            readings.append(clocks.read())
             for i in range(steps):
                 with tf.profiler.experimental.Trace(STEP_MARKER, step_num=i, _r=1):
                     wait_for(call())
+                readings.append(clocks.read())
     finally:
         tf.profiler.experimental.stop()
     host = host_events(logdir)
@@ -115,7 +133,10 @@ def _trace(
     if tf.config.list_physical_devices("GPU"):  # device planes only exist with a GPU
         device, other = gpu_kernels.trace_events(logdir)
         linked = gpu_kernels.link_kernels(device, other)
-    return host, profile_start_ns(logdir) or 0, linked
+    known = [r for r in readings if r is not None]
+    if len(known) != steps + 1:
+        known = []
+    return _Traced(host, profile_start_ns(logdir) or 0, linked, known)
 
 
 def run_traced(
@@ -132,18 +153,30 @@ def run_traced(
     untraced runs make its cheap ops untraceable (`fresh_executor`), and a loop of a hundred
     trips does that in one call. Call it in `fresh_executor.fresh_instantiations()` when the
     function has run untraced before (run A)."""
-    events, origin, device = _trace(call, steps, logdir, host_tracer_level, warmup)
+    t = _trace(call, steps, logdir, host_tracer_level, warmup)
+    events = t.events
     intervals = step_intervals(events, STEP_MARKER)
     if len(intervals) != steps:
         raise RuntimeError(f"expected {steps} step markers in the trace, found {len(intervals)}")
-    spans = [step_spans(events, s, layer_names, device) for s in intervals]
+    spans = [step_spans(events, s, layer_names, t.device) for s in intervals]
     counts = [sum(1 for e in events if s.contains(e.start_ps)) for s in intervals]
+    cpu: list[thread_cpu.StepCpu] = []
+    if t.clocks:
+        caller = next(e.line for e in events if is_step_marker(e, STEP_MARKER))
+        host_lines = {e.line for e in events}
+        cpu = [
+            thread_cpu.attribute(
+                step, a, b, threading.get_native_id(), thread_cpu.pool_of(caller), host_lines
+            )
+            for step, (a, b) in zip(spans, itertools.pairwise(t.clocks), strict=True)
+        ]
     return TracedRun(
         [(s.end_ps - s.start_ps) / 1000.0 for s in intervals],
         spans,
         counts,
         [s.start_ps for s in intervals],
-        origin,
+        t.origin_ns,
+        cpu,
     )
 
 
@@ -218,6 +251,7 @@ def run_blocks(
         t.steps += b.steps
         t.events_per_step += b.events_per_step
         t.step_start_ps += b.step_start_ps  # each block's own clock
+        t.cpu = t.cpu + b.cpu if b.cpu and len(t.cpu) == len(t.step_ns) - len(b.step_ns) else []
         if b.trace_origin_ns:
             out.step_epoch_ns += [b.trace_origin_ns + s // 1000 for s in b.step_start_ps]
         out.traced_block += [k] * size

@@ -5,7 +5,9 @@ The span table has one row per span of every traced step (one tree per step): `s
 (duration as traced), `attributed_ns` (the duration with time shared by concurrent spans of the
 level split evenly between them, so a level's times add up to the time it covers),
 `corrected_ns` (attributed, minus its share of the measured cost of the trace events recorded
-in it), `tracing_events`, `thread` and `run` (the run it was measured in). The model row of each
+in it), `tracing_events`, `thread`, `run` (the run it was measured in) and `cpu_ns` (for spans on
+a host thread: its wall time times the share of its thread pool's busy time that pool was on a
+CPU in that step, `thread_cpu`; empty where unknown). The model row of each
 step holds run A's latency for that step instead (the model level is measured untraced).
 
 Stored under `<logdir>/plugins/tf_stitch/<run>/`: `spans.jsonl.gz`, `trace.json.gz` (Chrome
@@ -51,6 +53,7 @@ COLUMNS = [
     "tracing_events",
     "thread",
     "run",
+    "cpu_ns",
 ]
 _BAD_RUN = re.compile(r"[/\\\x00]|\.\.|^\.?$")
 
@@ -106,8 +109,9 @@ class Profile:
 
     def table(self, level: str) -> pd.DataFrame:
         """One row per name at `level`: calls per step, trimmed-mean time per step (raw and
-        corrected, ns; a step where the name did not run counts as 0) and its share of the
-        model latency; slowest first. Vectorized: fast on 100k-span profiles."""
+        corrected, ns; a step where the name did not run counts as 0), `cpu_ns` (its estimated
+        CPU time, where the level runs on host threads and their clocks were read) and its
+        share of the model latency; slowest first. Vectorized: fast on 100k-span profiles."""
         spans = self.level(level)
         steps = sorted(self.spans.step.unique()) or [0]
         columns = ["name", "type", "calls_per_step", "raw_ns", "corrected_ns"]
@@ -119,6 +123,10 @@ class Profile:
         for column in ("raw_ns", "corrected_ns"):
             wide = per_step[column].unstack("step").reindex(columns=steps).fillna(0.0)
             out[column] = _trimmed_rows(wide.to_numpy()).tolist()
+        if "cpu_ns" in spans and spans.cpu_ns.notna().any():  # for spans on a host thread
+            cpu = spans.groupby([*keys, "step"])["cpu_ns"].sum().unstack("step")
+            out["cpu_ns"] = _trimmed_rows(cpu.reindex(columns=steps).fillna(0.0).to_numpy())
+            columns.append("cpu_ns")
         out = out.reset_index()[columns]
         out["share"] = out.corrected_ns / self.model_latency_ns
         return out.sort_values("corrected_ns", ascending=False, ignore_index=True)
@@ -142,6 +150,16 @@ class Profile:
             lines.append(
                 f"CPU time per step {m['model_cpu_ns'] / 1e6:.3f} ms over all threads "
                 f"({m['cpu_per_wall']:.2f} CPUs busy on average in run A)"
+            )
+        on_cpu = m.get("thread_cpu", {})
+        everyone = on_cpu.get("all", {})
+        if "on_cpu" in everyone:  # the rest: waiting for a CPU (a busy machine) or blocked
+            pools = ", ".join(
+                f"{k} {v['on_cpu']:.0%}" for k, v in sorted(on_cpu.items()) if k != "all"
+            )
+            lines.append(
+                f"traced threads on a CPU {everyone['on_cpu']:.0%} of their busy time "
+                f"({pools}); the rest they waited for a CPU or were blocked"
             )
         lines += [
             f"layer times sum to {m['layer_sum_vs_model']:.1%} of it corrected{layer_within} "

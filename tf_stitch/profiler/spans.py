@@ -53,6 +53,7 @@ class Span:
     tracing_events: int = 0
     attributed_ns: float = 0.0  # its duration, time shared with same-level spans split evenly
     run: str = "B"  # the leveled run it was measured in
+    cpu_ns: float | None = None  # estimated CPU time on its thread (`thread_cpu`); None: unknown
 
     @property
     def duration_ns(self) -> float:
