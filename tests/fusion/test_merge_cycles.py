@@ -50,7 +50,7 @@ def test_agrees_with_contracting_the_groups_on_random_graphs() -> None:
         if _contracted_has_cycle(edges, owner):
             continue
         owner.update({x: "union" for x in union})
-        ctx = SimpleNamespace(order={x: i for i, x in enumerate(names)}, successors=edges)
+        ctx = SimpleNamespace(late_order={x: i for i, x in enumerate(names)}, successors=edges)
         expected = _contracted_has_cycle(edges, owner)
         assert creates_cycle(ctx, union, groups) == expected, (edges, union)  # type: ignore[arg-type]
         checked += 1

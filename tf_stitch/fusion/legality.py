@@ -66,6 +66,33 @@ class Context:
         return {n.name: i for i, n in enumerate(self.graph.topological_order())}
 
     @cached_property
+    def late_order(self) -> dict[str, int]:
+        """Positions in a topological order that puts each node as late as it can go: right
+        before the first of its consumers placed. The cycle check walks windows of an order
+        (`merge.creates_cycle`); in `order`, a node that reads only weights (a layer norm's
+        `Neg` of its scale) sits at the start of the graph, so its layer's group spans the
+        graph and every window that reaches it does too."""
+        preds = {n: self.graph.predecessors(node) for n, node in self.graph.nodes.items()}
+        waiting = dict.fromkeys(preds, 0)  # consumers not placed yet
+        for ps in preds.values():
+            for p in ps:
+                waiting[p] += 1
+        ready = [n for n in reversed(self.graph.nodes) if waiting[n] == 0]
+        placed: list[str] = []
+        while ready:  # from the last node back; a node goes as soon as its consumers have
+            name = ready.pop()
+            placed.append(name)
+            # the earliest producer goes on the stack last: it is placed next, so a node
+            # that reads only weights goes right before its consumer
+            for p in sorted(preds[name], key=self.order.__getitem__, reverse=True):
+                waiting[p] -= 1
+                if waiting[p] == 0:
+                    ready.append(p)
+        if len(placed) != len(preds):
+            raise ValueError("the graph has a cycle")  # `order` raised already, naming it
+        return {name: i for i, name in enumerate(reversed(placed))}
+
+    @cached_property
     def dims(self) -> SymbolicDims:
         """Which unknown sizes the graph proves equal."""
         return SymbolicDims(self.graph)

@@ -88,7 +88,7 @@ def creates_cycle(ctx: Context, union: set[str], groups: UnionFind) -> bool:
     `UnionFind.reach`). Nodes met beyond `limit` wait until it grows past them. Each call
     costs the window, not the graph (a scan of every group per merge made planning
     superlinear in the model's depth)."""
-    order, succ = ctx.order, ctx.successors
+    order, succ = ctx.late_order, ctx.successors
     limit = max(order[n] for n in union)
     spans: dict[str, tuple[int, int] | None] = {}
 

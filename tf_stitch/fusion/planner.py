@@ -97,7 +97,7 @@ def plan_groups(graph: Graph, options: PlannerOptions | None = None) -> Plan:
             candidates.add(node.name)
         elif node.op not in _QUIET_OPS:
             plan.log(f"node {node.name} ({node.op})", verdict)
-    groups = UnionFind(candidates, ctx.order)
+    groups = UnionFind(candidates, ctx.late_order)  # creates_cycle's order
     cp = critical_path(graph, order)
     edges = sorted(
         (
