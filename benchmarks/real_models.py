@@ -43,7 +43,7 @@ from tf_stitch.bench.gpu_plan import count_gpu_plan, count_in_child, report
 from tf_stitch.bench.latency_ratio import RATIO_TARGET
 from tf_stitch.bench.measure import Measurement, measure_function
 from tf_stitch.bench.report import run_header
-from tf_stitch.runtime.host_cpu import onednn_enabled
+from tf_stitch.fusion.host_cpu import onednn_enabled
 
 
 def zoo_model(name: str, seed: int, keras_init: bool) -> RealModel:

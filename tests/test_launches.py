@@ -128,7 +128,7 @@ _WITHOUT_ONEDNN = """
 import pytest
 import tensorflow as tf
 import tf_stitch
-from tf_stitch.runtime.host_cpu import onednn_enabled
+from tf_stitch.fusion.host_cpu import onednn_enabled
 
 assert not onednn_enabled()
 w = tf.random.stateless_normal([3, 3, 4, 8], seed=[1, 2])

@@ -16,6 +16,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from tf_stitch.import_hook import when_imported
+from tf_stitch.version import __version__ as __version__
 
 if TYPE_CHECKING:
     from tf_stitch.convert import ConversionError, Converter, convert_saved_model
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
     from tf_stitch.profiler.profile import Profile
     from tf_stitch.serving import op_library_path
 
-__version__ = "0.1.0"
 
 # Each public name and the module that defines it.
 _EXPORTS = {

@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 import tensorflow as tf
 
 from tf_stitch import hook
+from tf_stitch.fusion.host_cpu import onednn_enabled
 from tf_stitch.fusion.legality import has_cpu_only_epilogues
 from tf_stitch.fusion.op_kinds import FLOAT_DTYPES
 from tf_stitch.fusion.siblings import has_cpu_only_splits
@@ -23,7 +24,6 @@ from tf_stitch.passes.packed_accumulators import has_packed_accumulators
 from tf_stitch.profiler.gpu_launches import GpuLaunches, count_gpu_launches
 from tf_stitch.profiler.hlo_kernels import HloKernels, count_xla_cpu_launches
 from tf_stitch.profiler.op_launches import OpLaunches, count_tf_launches
-from tf_stitch.runtime.host_cpu import onednn_enabled
 
 
 @dataclass

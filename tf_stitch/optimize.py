@@ -22,6 +22,7 @@ from tf_stitch.graph.variable_writes import write_in_kernels
 from tf_stitch.passes.base import Options, PassContext
 from tf_stitch.passes.pipeline import run_pipeline
 from tf_stitch.runtime import op_library
+from tf_stitch.runtime.compilers import COMPILERS
 
 
 class OptimizedFunction(GraphFunction, tf.Module):
@@ -272,7 +273,7 @@ def optimize_graph(
     options = Options(cuda=cuda, fallback=fallback, conv_layout=layout)
     if on_chip_budget is not None:
         options = replace(options, on_chip_budget=on_chip_budget)
-    optimized, ctx = run_pipeline(graph, options)
+    optimized, ctx = run_pipeline(graph, options, COMPILERS)
     problem = validate(graph, optimized)
     if problem:
         message = (
@@ -332,7 +333,7 @@ def _planned(obj: Any, kwargs: dict[str, Any]) -> PassContext:
         input_signature=kwargs.get("input_signature"),
         freeze=kwargs.get("freeze", False),
     )
-    _, ctx = run_pipeline(frontend.graph, Options(compile=False))
+    _, ctx = run_pipeline(frontend.graph, Options(compile=False), COMPILERS)
     return ctx
 
 

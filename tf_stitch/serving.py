@@ -12,6 +12,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from tf_stitch.version import __version__
+
 HINT_DIR = "assets.extra"  # TensorFlow Serving's folder for files besides the model
 HINT_NAME = "tf_stitch.txt"
 
@@ -29,10 +31,8 @@ def op_library_path() -> str:
 
 def hint_text() -> str:
     """What a converted SavedModel says about the op it needs."""
-    import tf_stitch
-
     return (
-        f"This SavedModel was converted by tf_stitch {tf_stitch.__version__}: its graphs run\n"
+        f"This SavedModel was converted by tf_stitch {__version__}: its graphs run\n"
         "StitchedKernel ops, which TensorFlow loads from tf_stitch's op library.\n"
         "\n"
         "Python: `pip install tf_stitch`, then `import tf_stitch` before loading the model.\n"

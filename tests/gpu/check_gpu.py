@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-BLOCK_THREADS = 256  # codegen/cuda.py BLOCK_THREADS, the op's kCudaBlockThreads
+BLOCK_THREADS = 256  # codegen/cuda_head.py BLOCK_THREADS, the op's kCudaBlockThreads
 MAX_GRID_BLOCKS = 1 << 20
 RTOL = 2e-4  # relative, and absolute near zero
 # 16-bit outputs: kernels compute in float32 and round once, TensorFlow after every op

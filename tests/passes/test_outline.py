@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import tensorflow as tf
 from graph_helpers import assert_same_values, graph_of, ops, spec
 
@@ -10,6 +11,7 @@ from tf_stitch.passes.base import Options, PassContext
 from tf_stitch.passes.outline import outline
 from tf_stitch.passes.stitch import stitch
 from tf_stitch.runtime import op_library
+from tf_stitch.runtime.compilers import COMPILERS
 
 
 def softmax(x: tf.Tensor) -> tf.Tensor:
@@ -19,7 +21,7 @@ def softmax(x: tf.Tensor) -> tf.Tensor:
 
 def _plan(fn, *specs):  # type: ignore[no-untyped-def]
     g = graph_of(fn, *specs)
-    ctx = PassContext()
+    ctx = PassContext(compilers=COMPILERS)
     return stitch.run(g, ctx), ctx
 
 
@@ -63,10 +65,18 @@ def test_groups_that_feed_each_other_are_wired_to_the_new_kernels() -> None:
 
 def test_without_compiling_the_keys_are_still_computed() -> None:
     g = graph_of(lambda x: softmax(x) * 2.0, spec(None, 8))
-    ctx = PassContext(Options(compile=False))
+    ctx = PassContext(Options(compile=False), compilers=COMPILERS)
     out = outline.run(stitch.run(g, ctx), ctx)
     kernel = next(n for n in out if n.op == "StitchedKernel")
     assert len(kernel.attrs["cache_key"]) == 64
+
+
+def test_without_compilers_it_says_what_it_needs() -> None:
+    g = graph_of(lambda x: softmax(x) * 2.0, spec(None, 8))
+    ctx = PassContext(Options(compile=False))
+    planned = stitch.run(g, ctx)
+    with pytest.raises(ValueError, match=r"builds kernels with ctx\.compilers"):
+        outline.run(planned, ctx)
 
 
 def test_groups_of_the_same_structure_share_one_source_and_one_compile() -> None:

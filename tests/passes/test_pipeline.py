@@ -25,6 +25,7 @@ from tf_stitch.graph.io import graph_to_graph_def
 from tf_stitch.graph.ir import Graph
 from tf_stitch.passes.base import PassContext
 from tf_stitch.passes.pipeline import PIPELINE, debug_level, run_pipeline
+from tf_stitch.runtime.compilers import COMPILERS
 
 ROOT = Path(__file__).resolve().parents[2]
 BIAS = np.float32([0.5, -1.0, 2.0, 0.0])
@@ -56,7 +57,7 @@ def run(
     monkeypatch.setenv("TF_STITCH_DEBUG", level)
     capsys.readouterr()
     before = fingerprint(graph)
-    out, ctx = run_pipeline(graph)
+    out, ctx = run_pipeline(graph, compilers=COMPILERS)
     assert fingerprint(graph) == before
     captured = capsys.readouterr()
     assert "[tf_stitch]" not in captured.out
@@ -131,7 +132,7 @@ def test_dump_dir_gets_every_pass_the_plan_the_kernels_and_a_runnable_repro(
 ) -> None:
     dump = tmp_path / "dump"
     monkeypatch.setenv("TF_STITCH_DUMP_DIR", str(dump))
-    out, ctx = run_pipeline(graph)
+    out, ctx = run_pipeline(graph, compilers=COMPILERS)
     for i, p in enumerate(PIPELINE):
         text = (dump / f"{i:02d}_{p.name}.pbtxt").read_text()
         text_format.Parse(text, tf.compat.v1.GraphDef())
@@ -204,6 +205,6 @@ def test_repro_runs_with_unknown_rank_and_integer_inputs(
         tf.add(n, 1, name="n_out")
 
     monkeypatch.setenv("TF_STITCH_DUMP_DIR", str(tmp_path))
-    run_pipeline(v1_graph(build))
+    run_pipeline(v1_graph(build), compilers=COMPILERS)
     stdout = run_repro(tmp_path / "repro.py", tmp_path)
     assert "out:0 (2,) float32" in stdout and "n_out:0 (2, 2) int32" in stdout

@@ -14,7 +14,7 @@ expressions of Q, K, V and the epilogue at them.
 
 from __future__ import annotations
 
-from tf_stitch.codegen.cpu import (
+from tf_stitch.codegen.cstyle import (
     ABI_VERSION,
     CTYPE,
     OPS_PRELUDE,

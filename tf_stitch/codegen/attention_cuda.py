@@ -17,7 +17,7 @@ all -inf tile is taken as 0 so that a later finite tile is not poisoned by -inf 
 from __future__ import annotations
 
 from tf_stitch.codegen.attention_cpu import AttentionRenderer
-from tf_stitch.codegen.cuda import BLOCK_THREADS, CudaUnsupported, kernel_head
+from tf_stitch.codegen.cuda_head import BLOCK_THREADS, CudaUnsupported, kernel_head
 from tf_stitch.codegen.kernel_ir import Kernel
 
 

@@ -22,7 +22,7 @@ import hashlib
 import math
 from dataclasses import dataclass
 
-from tf_stitch.codegen.cpu import (
+from tf_stitch.codegen.cstyle import (
     ABI_VERSION,
     CTYPE,
     RUN_PARAMETERS,
@@ -32,8 +32,8 @@ from tf_stitch.codegen.cpu import (
     has_int,
     header,
 )
-from tf_stitch.codegen.cuda import (
-    CudaEmitter,
+from tf_stitch.codegen.cuda import CudaEmitter
+from tf_stitch.codegen.cuda_head import (
     cuda_preamble,
     flat_elements,
     gathers,

@@ -15,7 +15,7 @@ offset plus `l` times the param's stride along the lane axis.
 
 from __future__ import annotations
 
-from tf_stitch.codegen.cpu import COMPUTE_CTYPE, Emitter, product, reduce_init, reduce_step
+from tf_stitch.codegen.cstyle import COMPUTE_CTYPE, Emitter, product, reduce_init, reduce_step
 from tf_stitch.codegen.kernel_ir import (
     Accumulate,
     BufferLoad,

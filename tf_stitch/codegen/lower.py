@@ -8,7 +8,6 @@ plan buffered it, else recomputed there; per-row values are computed once per ro
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -36,6 +35,18 @@ from tf_stitch.codegen.kernel_ir import (
     accumulator_dtype,
     compute_dtype,
 )
+from tf_stitch.codegen.lower_attention import lower_attention
+from tf_stitch.codegen.lower_parts import (
+    LoweringError,
+    access_of,
+    add,
+    call_attrs,
+    domain_sizes,
+    multiply,
+    slice_access,
+    symbol_binder,
+    tensor_strides,
+)
 from tf_stitch.fusion.cost_model import ROW_GUESS, unit_cycles
 from tf_stitch.fusion.layout import (
     GatherSource,
@@ -47,130 +58,16 @@ from tf_stitch.fusion.layout import (
 from tf_stitch.fusion.memory_plan import COLUMN_LANES
 from tf_stitch.fusion.op_kinds import OpKind, buffer_itemsize, op_spec
 from tf_stitch.fusion.planner import Group
-from tf_stitch.graph.ir import INT_DTYPES, DType, Graph, Node, TensorRef
+from tf_stitch.graph.ir import INT_DTYPES, Graph, Node, TensorRef
 from tf_stitch.graph.values import scalar_constant
 
 _LITERAL_DTYPES = frozenset({"float32", "bool", "float16", "bfloat16"}) | INT_DTYPES
 
 
-class LoweringError(Exception):
-    pass
-
-
 def lower(graph: Graph, group: Group, name: str) -> Kernel:
     if group.attention is not None:
-        from tf_stitch.codegen.lower_attention import lower_attention
-
         return lower_attention(graph, group, name)
     return _Lowerer(graph, group, name).run()
-
-
-def multiply(a: Size, b: Size) -> Size:
-    if isinstance(a, int) and isinstance(b, int):
-        return a * b
-    if a == 1:
-        return b
-    if b == 1:
-        return a
-    if a == 0 or b == 0:
-        return 0
-    return f"{a}*{b}"
-
-
-def add(a: Size, b: Size) -> Size:
-    if isinstance(a, int) and isinstance(b, int):
-        return a + b
-    if a == 0:
-        return b
-    if b == 0:
-        return a
-    return f"{a}+{b}"
-
-
-def symbol_binder(kernel: Kernel, axis: int) -> tuple[int, int]:
-    """(input, dim) of the first kernel input whose unknown size is that of domain `axis`."""
-    for param in kernel.inputs:
-        for i, (dim, a) in enumerate(zip(param.dims, param.axes, strict=True)):
-            if a == axis and dim is None:
-                return param.index, i
-    raise LoweringError(f"no input carries the size of dynamic axis {axis}")
-
-
-def domain_sizes(group: Group) -> tuple[Size, ...]:
-    return tuple(d if d is not None else f"D{a}" for a, d in enumerate(group.layout.domain))
-
-
-def tensor_strides(dims: tuple[int | None, ...], sizes: tuple[Size, ...]) -> list[Size]:
-    """Row-major strides of a tensor of `dims` (an unknown dim has the size in `sizes`)."""
-    strides: list[Size] = [0] * len(dims)
-    running: Size = 1
-    for i in reversed(range(len(dims))):
-        strides[i] = running
-        dim = dims[i]
-        running = multiply(running, sizes[i] if dim is None else dim)
-    return strides
-
-
-def access_of(placement: Placement, domain: tuple[Size, ...], split: int) -> Access:
-    """The tensor's strides spread onto the domain axes (0 where it broadcasts), and how to
-    index them."""
-    own = tensor_strides(tuple(placement.dims), tuple(domain[a] for a in placement.axes))
-    strides: list[Size] = [0] * len(domain)
-    for d, axis in enumerate(placement.axes):
-        if placement.dims[d] != 1:
-            strides[axis] = own[d]
-    return _access(strides, domain, split, set())
-
-
-def slice_access(source: SliceSource, domain: tuple[Size, ...], split: int) -> Access:
-    """The access of a window of `source.tensor`: the source's strides on the axes the window
-    spans (0 where the window is one element of a size-1 dim, or cut away)."""
-    sizes = tuple(domain[a] if a >= 0 else 1 for a in source.axes)
-    own = tensor_strides(source.dims, sizes)
-    strides: list[Size] = [0] * len(domain)
-    sliced: set[int] = set()
-    for d, axis in enumerate(source.axes):
-        if axis < 0:
-            continue
-        if source.window[d] != 1:
-            strides[axis] = own[d]
-        if source.window[d] != source.dims[d]:
-            sliced.add(axis)
-    return _access(strides, domain, split, sliced)
-
-
-def _access(strides: list[Size], domain: tuple[Size, ...], split: int, sliced: set[int]) -> Access:
-    outer, inner = range(split), range(split, len(domain))
-    varying_outer = [a for a in outer if domain[a] != 1 and strides[a] != 0]
-    row_stride: Size = strides[varying_outer[-1]] if varying_outer else 0
-    inner_pattern = _pattern(strides, domain, inner, sliced)
-    varying_inner = [a for a in inner if domain[a] != 1 and strides[a] != 0]
-    inner_stride: Size = strides[varying_inner[-1]] if varying_inner else 0
-    if inner_pattern == "contiguous" and inner_stride != 1:
-        inner_pattern = "strided"
-    return Access(
-        tuple(strides),
-        _pattern(strides, domain, outer, sliced),
-        inner_pattern,
-        row_stride,
-        inner_stride if inner_pattern == "strided" else 1,
-    )
-
-
-def _pattern(strides: list[Size], domain: tuple[Size, ...], axes: range, sliced: set[int]) -> str:
-    """`zero`: no axis varies; `contiguous`: all vary, with row-major strides among them (one
-    flat index times the stride of the last; only the first may be a cut window of a larger
-    axis); else `general`."""
-    relevant = [a for a in axes if domain[a] != 1]
-    varying = [a for a in relevant if strides[a] != 0]
-    if not varying:
-        return "zero"
-    if len(varying) != len(relevant) or sliced & set(relevant[1:]):
-        return "general"
-    for a, b in itertools.pairwise(relevant):
-        if strides[a] != multiply(strides[b], domain[b]):
-            return "general"
-    return "contiguous"
 
 
 class _Lowerer:
@@ -512,18 +409,3 @@ class _Lowerer:
         if self.layout.kind == "column":
             rows = COLUMN_LANES
         return unit_cycles(row, ops, macs, rows)
-
-
-def call_attrs(node: Node) -> tuple[tuple[str, float | str | bool], ...]:
-    """The attributes an emitter needs to compute `node`'s scalar expression."""
-    if node.op == "LeakyRelu":
-        return (("alpha", float(node.attrs.get("alpha", 0.2))),)
-    if node.op in ("OnesLike", "ZerosLike"):
-        return (("dtype", node.outputs[0].dtype),)
-    if node.op == "Cast":
-        src, dst = node.attrs["SrcT"], node.attrs["DstT"]
-        return (("src", src.name), ("dst", dst.name))
-    operands = node.attrs.get("T")
-    if isinstance(operands, DType) and operands.name in INT_DTYPES:
-        return (("T", operands.name),)  # integer ops are TensorFlow's, not C's (cpu_int.h)
-    return ()

@@ -19,7 +19,7 @@ from tf_stitch.codegen.kernel_ir import (
     Param,
     Var,
 )
-from tf_stitch.codegen.lower import (
+from tf_stitch.codegen.lower_parts import (
     LoweringError,
     access_of,
     call_attrs,

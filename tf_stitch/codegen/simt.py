@@ -9,8 +9,9 @@ TensorFlow on a machine without a GPU (`TF_STITCH_KERNELS=simt`).
 
 from __future__ import annotations
 
-from tf_stitch.codegen.cpu import ABI_VERSION, CTYPE, header, product
-from tf_stitch.codegen.cuda import emit_cuda, gathers
+from tf_stitch.codegen.cstyle import ABI_VERSION, CTYPE, header, product
+from tf_stitch.codegen.cuda import emit_cuda
+from tf_stitch.codegen.cuda_head import gathers
 from tf_stitch.codegen.kernel_ir import Kernel
 
 # The emulated grid: a few blocks of two warps, so that grid-stride loops and reductions across

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tf_stitch.codegen.compilers import Compilers
 from tf_stitch.fusion.decision import Decision, Record
 from tf_stitch.fusion.memory_plan import DEFAULT_BUDGET_BYTES
 from tf_stitch.graph.ir import Graph, TensorRef
@@ -90,6 +91,8 @@ class PassContext:
     kernels: list[KernelInfo] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     plan: Any = None  # the fusion plan `stitch` made for `outline`
+    # What builds the kernels (`outline` needs it): the runtime's, given by optimize().
+    compilers: Compilers | None = None
     # The fetches as the caller named them (passes may move them; fetch-names names them back).
     requested_outputs: list[TensorRef] = field(default_factory=list)
 

@@ -17,7 +17,7 @@ b, a vector op). Only NHWC float32 Conv2Ds whose result nobody else reads are re
 layout (`conv_layout="NCHW"`) nothing is: cuDNN does not fuse a batch norm either, and the
 stitched kernel is then the epilogue's one launch. Nor where this host's TensorFlow runs the
 fused call through oneDNN on a CPU without AVX-512, where it is 10x slower than the convolution
-and a stitched kernel apart (`runtime/host_cpu.fused_batch_norm_pays`; the plan depends on the
+and a stitched kernel apart (`fusion/host_cpu.fused_batch_norm_pays`; the plan depends on the
 host that optimizes, as a SavedModel converted for another machine's CPU should be converted
 there).
 """
@@ -29,12 +29,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from tf_stitch.fusion.decision import Record, forbid
+from tf_stitch.fusion.host_cpu import fused_batch_norm_pays
 from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef
 from tf_stitch.graph.values import constant_value
 from tf_stitch.passes.base import PassContext, graph_pass
 from tf_stitch.passes.builder import NodeBuilder
 from tf_stitch.passes.decompose_common import channels_first
-from tf_stitch.runtime.host_cpu import fused_batch_norm_pays
 
 _VIEWS = frozenset({"Reshape", "ExpandDims", "Squeeze", "Identity"})
 

@@ -17,7 +17,7 @@ It runs only with `Options.conv_layout == "NCHW"` (`optimize(..., cuda=True)`). 
 kernels run these ops in NCHW through oneDNN only: where oneDNN is off (TensorFlow's default on
 CPUs without AVX-512, such as AMD EPYCs, unless TF_ENABLE_ONEDNN_OPTS=1 is set before TensorFlow
 is imported), convolutions and pools run NHWC only and the graph runs on a GPU alone
-(`runtime/host_cpu.onednn_enabled`, `needs_nchw_host`).
+(`fusion/host_cpu.onednn_enabled`, `needs_nchw_host`).
 """
 
 from __future__ import annotations

@@ -27,8 +27,10 @@ from tf_stitch.codegen.bundle import (
     emit_cpu_bundle,
     emulated_bundle_source,
 )
+from tf_stitch.codegen.compilers import Compilers, KernelCompileError, NvccMissing
 from tf_stitch.codegen.cpu import emit_cpu
-from tf_stitch.codegen.cuda import CudaUnsupported, content_named_cuda, flat_elements
+from tf_stitch.codegen.cuda import content_named_cuda
+from tf_stitch.codegen.cuda_head import CudaUnsupported, flat_elements
 from tf_stitch.codegen.kernel_ir import Kernel
 from tf_stitch.codegen.lower import LoweringError, lower
 from tf_stitch.codegen.op_attrs import cuda_attrs, stitched_kernel_attrs
@@ -39,13 +41,6 @@ from tf_stitch.fusion.planner import Group
 from tf_stitch.graph.ir import AttrList, DType, FuncRef, Graph, Node, TensorInfo, TensorRef
 from tf_stitch.passes.base import KernelInfo, PassContext, graph_pass
 from tf_stitch.passes.fallback import add_functions, fallback_function
-from tf_stitch.runtime.cuda_compiler import NvccMissing, compile_fatbin
-from tf_stitch.runtime.kernel_compiler import (
-    KernelCompileError,
-    check_loadable,
-    compile_kernel,
-    kernel_key,
-)
 
 OP_NAME = "StitchedKernel"
 
@@ -74,7 +69,7 @@ def outline(graph: Graph, ctx: PassContext) -> Graph:
     built = [b for g in ctx.plan.groups if (b := _generate(out, g, ctx)) is not None]
     singles = [b for g in ctx.plan.singles if (b := _generate(out, g, ctx, quiet=True))]
     built = _bundled(out, built, singles, ctx)
-    _compile_all(built, ctx.options.compile)
+    _compile_all(built, ctx.options.compile, _compilers(ctx))
     if ctx.options.cuda and ctx.options.compile:
         _build_cuda(built, ctx)
     renamed: dict[TensorRef, TensorRef] = {}  # outputs of groups already replaced
@@ -172,17 +167,22 @@ def _bundled(
     return [b for b in built if id(b) not in taken] + bundles
 
 
-def _compile_all(built: list[_Built], compile_now: bool) -> None:
+def _compilers(ctx: PassContext) -> Compilers:
+    if ctx.compilers is None:
+        raise ValueError(
+            "the outline pass builds kernels with ctx.compilers, and none were given "
+            "(optimize() passes tf_stitch.runtime.compilers.COMPILERS)"
+        )
+    return ctx.compilers
+
+
+def _compile_all(built: list[_Built], compile_now: bool, compilers: Compilers) -> None:
     """Compiles every distinct C++ source once, all of them at once (a model's repeated layers
     share their kernels' sources)."""
 
     def work(source: str) -> str | KernelCompileError:
         try:
-            if not compile_now:
-                return kernel_key(source)
-            compiled = compile_kernel(source)
-            check_loadable(compiled.path)
-            return compiled.key
+            return compilers.cpu(source) if compile_now else compilers.key(source)
         except KernelCompileError as e:
             return e
 
@@ -241,11 +241,12 @@ def _replace(graph: Graph, b: _Built, renamed: dict[TensorRef, TensorRef]) -> No
 
 def _build_cuda(built: list[_Built], ctx: PassContext) -> None:
     """Compiles every distinct CUDA source into a fatbin (nvcc), once, all of them at once."""
+    compilers = _compilers(ctx)
 
-    def work(source: str) -> Any:
+    def work(source: str) -> str | KernelCompileError:
         try:
-            return compile_fatbin(source)
-        except (NvccMissing, KernelCompileError) as e:
+            return compilers.cuda(source)
+        except KernelCompileError as e:  # NvccMissing among them
             return e
 
     fatbins = _once_each((b.cuda_source for b in built if not b.error and b.cuda_source), work)
@@ -260,7 +261,7 @@ def _build_cuda(built: list[_Built], ctx: PassContext) -> None:
             b.cuda_unsupported = f"nvcc failed: {fatbin}"
         else:
             launch = "elements" if flat_elements(b.kernel) else "blocks"
-            b.cuda_attrs = cuda_attrs(b.kernel, fatbin.key, launch, b.cuda_function)
+            b.cuda_attrs = cuda_attrs(b.kernel, fatbin, launch, b.cuda_function)
     for message in sorted(problems):  # nvcc missing: said once, the kernels stay CPU-only
         ctx.warnings.append(f"tf_stitch: {message}")
         warnings.warn(f"tf_stitch: {message}", RuntimeWarning, stacklevel=3)

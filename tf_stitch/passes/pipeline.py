@@ -12,6 +12,7 @@ import os
 import sys
 from collections import Counter
 
+from tf_stitch.codegen.compilers import Compilers
 from tf_stitch.fusion.loop_dims import loop_seeds
 from tf_stitch.graph.ir import Graph
 from tf_stitch.graph.list_shapes import ListElements
@@ -120,8 +121,14 @@ def debug_level() -> int:
         return 0
 
 
-def run_pipeline(graph: Graph, options: Options | None = None) -> tuple[Graph, PassContext]:
-    ctx = PassContext(options or Options(), requested_outputs=list(graph.outputs))
+def run_pipeline(
+    graph: Graph, options: Options | None = None, compilers: Compilers | None = None
+) -> tuple[Graph, PassContext]:
+    """Every pass on `graph`, then on its loops' bodies. `compilers` build the kernels
+    (`codegen.compilers`; optimize() gives the runtime's): the outline pass needs them."""
+    ctx = PassContext(
+        options or Options(), requested_outputs=list(graph.outputs), compilers=compilers
+    )
     seeds = loop_seeds(graph)  # proven on the graph as it comes, before passes change it
     level = debug_level()
     dumper = Dumper.from_env()
@@ -136,7 +143,9 @@ def run_pipeline(graph: Graph, options: Options | None = None) -> tuple[Graph, P
             dumper.graph(i, p.name, graph)
     # the bodies of loops: the same pipeline on each, as a graph of its own
     lists: dict[str, dict[int, ListElements]] = {}
-    graph = optimize_loop_bodies(graph, ctx, run_pipeline, seeds, lists)
+    graph = optimize_loop_bodies(
+        graph, ctx, lambda body, o: run_pipeline(body, o, compilers), seeds, lists
+    )
     # what the stitched gradient loops read no more, or read the same on every trip, is not
     # saved for them on every trip of the forward loops
     graph = drop_dead_accumulators.run(graph, ctx)

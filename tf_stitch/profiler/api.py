@@ -38,6 +38,7 @@ from tf_stitch.profiler.profile import COLUMNS, Profile, check_run_name
 from tf_stitch.profiler.spans import LEVELS, Span
 from tf_stitch.progress import Progress
 from tf_stitch.runtime.cache import replace_dir
+from tf_stitch.version import __version__
 
 TRACED_LEVELS = ("layer", "op", "library", "kernel")  # what run B measures on this platform
 BLOCKS = 8  # runs A and B alternate in blocks of steps // BLOCKS steps (at least 2)
@@ -156,8 +157,6 @@ def _run_kernel_level(
 
 
 def _version() -> str:
-    from tf_stitch import __version__
-
     return __version__
 
 

@@ -17,8 +17,19 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from tf_stitch.codegen.compilers import KernelCompileError, NvccMissing
 from tf_stitch.runtime import cache, leftovers
-from tf_stitch.runtime.kernel_compiler import KernelCompileError, run_compiler
+from tf_stitch.runtime.kernel_compiler import run_compiler
+
+__all__ = [
+    "CompiledFatbin",
+    "KernelCompileError",
+    "NvccMissing",
+    "compile_fatbin",
+    "fatbin_key",
+    "find_nvcc",
+    "nvcc_identity",
+]
 
 ARCHITECTURES = ("sm_80", "sm_90")
 PTX = "compute_90"
@@ -33,10 +44,6 @@ NVCC_FLAGS = (
     "-gencode",
     f"arch={PTX},code={PTX}",
 )
-
-
-class NvccMissing(KernelCompileError):
-    """No nvcc: CUDA kernels cannot be built here (CPU kernels still are)."""
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tf_stitch.codegen.compilers import KernelCompileError
 from tf_stitch.runtime import cache, integrity, leftovers
 
 __all__ = [
@@ -99,11 +100,6 @@ KERNEL_FLAGS: tuple[str, ...] = (
 COMPILE_TIMEOUT_S = 120.0
 _STDERR_TAIL_LINES = 20
 _KEY_RE = re.compile(r"[0-9a-f]{64}")
-
-
-class KernelCompileError(RuntimeError):
-    """A kernel (or the op library) could not be compiled; the message has the command and
-    the tail of the compiler's output."""
 
 
 @dataclass(frozen=True)

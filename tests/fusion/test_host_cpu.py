@@ -1,4 +1,4 @@
-"""runtime/host_cpu.py: what this host's TensorFlow CPU kernels are, and the one plan that
+"""fusion/host_cpu.py: what this host's TensorFlow CPU kernels are, and the one plan that
 depends on it (a convolution's batch norm fused by TensorFlow, or stitched after it)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tf_stitch.runtime import host_cpu
+from tf_stitch.fusion import host_cpu
 
 
 def test_cpu_flags_are_read_from_cpuinfo(tmp_path: Path) -> None:
