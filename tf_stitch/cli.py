@@ -255,12 +255,8 @@ def _convert_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tf-stitch", description="Deep kernel fusion for TensorFlow.")
-    p.add_argument(
-        "--verbose", action="store_true", help="show TensorFlow's own log lines (hidden by default)"
-    )
-    sub = p.add_subparsers(dest="command", required=True)
+def _demo_command(sub: Any) -> None:
+    """`tf-stitch demo`."""
     d = sub.add_parser("demo", help="optimize a BERT-style encoder layer and compare with TF/XLA")
     d.add_argument("--batch", type=_count(1), default=4)
     d.add_argument("--seq-len", type=_count(1), default=128)
@@ -272,6 +268,10 @@ def parser() -> argparse.ArgumentParser:
     )
     d.add_argument("--no-export", action="store_true", help="do not save the SavedModel")
     d.set_defaults(run=_demo)
+
+
+def _graph_commands(sub: Any) -> None:
+    """`tf-stitch optimize` and `tf-stitch explain` (frozen GraphDefs)."""
     o = sub.add_parser("optimize", help="optimize a frozen GraphDef (.pb)")
     o.add_argument("input")
     o.add_argument("output")
@@ -282,6 +282,10 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("input")
     e.add_argument("--outputs")
     e.set_defaults(run=_explain)
+
+
+def _bench_command(sub: Any) -> None:
+    """`tf-stitch bench`."""
     b = sub.add_parser(
         "bench",
         help="kernels per step vs TF, XLA:CPU and XLA:GPU, and CPU latency, on the workloads",
@@ -293,6 +297,10 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--no-xla-gpu", action="store_true", help="skip the XLA:GPU counts")
     b.add_argument("--small", action="store_true", help="the workloads' small variants")
     b.set_defaults(run=_bench)
+
+
+def _profile_command(sub: Any) -> None:
+    """`tf-stitch profile`."""
     pr = sub.add_parser(
         "profile",
         help="leveled profile (model, layer, op, library) of a Keras file, SavedModel or workload",
@@ -320,6 +328,10 @@ def parser() -> argparse.ArgumentParser:
         help="also send the spans over OTLP/HTTP (default: $OTEL_EXPORTER_OTLP_ENDPOINT)",
     )
     pr.set_defaults(run=_profile)
+
+
+def _characterize_command(sub: Any) -> None:
+    """`tf-stitch characterize`."""
     c = sub.add_parser(
         "characterize", help="profile a zoo of models, each in its own process, and report"
     )
@@ -340,6 +352,22 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--timeout", type=float, default=3600, help="seconds per model")
     c.add_argument("--otlp-endpoint", help="also send every profile over OTLP/HTTP")
     c.set_defaults(run=_characterize)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tf-stitch", description="Deep kernel fusion for TensorFlow.")
+    p.add_argument(
+        "--verbose", action="store_true", help="show TensorFlow's own log lines (hidden by default)"
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    for add in (
+        _demo_command,
+        _graph_commands,
+        _bench_command,
+        _profile_command,
+        _characterize_command,
+    ):
+        add(sub)
     cv = sub.add_parser("convert", help="convert a SavedModel into a stitched SavedModel")
     _convert_arguments(cv)
     cv.set_defaults(run=_convert)

@@ -85,19 +85,7 @@ def run(
     latency = interleaved(fns, rounds=rounds, warmup=2, progress=Progress(1, out, "  timing"))
 
     kernels = {"TensorFlow": report.tf, "XLA:CPU": report.xla_cpu, "tf_stitch": report.tf_stitch}
-    _log(out, "")
-    _log(out, f"{'':12}{'kernels/step':>14}{'median latency (min-max)':>30}")
-    for name in fns:
-        k = kernels[name]
-        _log(out, f"{name:12}{'n/a' if k is None else k:>14}{latency[name]!s:>30}")
-    base = latency["TensorFlow"].median_ms
-    _log(
-        out,
-        f"tf_stitch vs TensorFlow: {base / latency['tf_stitch'].median_ms:.2f}x faster; "
-        f"vs XLA:CPU: {latency['XLA:CPU'].median_ms / latency['tf_stitch'].median_ms:.2f}x",
-    )
-    for note in report.notes:
-        _log(out, f"note: {note}")
+    _table(out, kernels, latency, report.notes)
     if export_dir is not None:
         export(model, Path(export_dir))
         _log(
@@ -111,6 +99,25 @@ def run(
         f"{time.perf_counter() - started:.0f} s in all)",
     )
     return DemoResult(err, ok, kernels, latency, len(optimized.kernels))
+
+
+def _table(
+    out: TextIO, kernels: dict[str, int | None], latency: dict[str, Any], notes: list[str]
+) -> None:
+    """Kernels per step and latency of each, and tf_stitch's speedups."""
+    _log(out, "")
+    _log(out, f"{'':12}{'kernels/step':>14}{'median latency (min-max)':>30}")
+    for name in latency:
+        k = kernels[name]
+        _log(out, f"{name:12}{'n/a' if k is None else k:>14}{latency[name]!s:>30}")
+    base = latency["TensorFlow"].median_ms
+    _log(
+        out,
+        f"tf_stitch vs TensorFlow: {base / latency['tf_stitch'].median_ms:.2f}x faster; "
+        f"vs XLA:CPU: {latency['XLA:CPU'].median_ms / latency['tf_stitch'].median_ms:.2f}x",
+    )
+    for note in notes:
+        _log(out, f"note: {note}")
 
 
 def export(model: Any, directory: Path) -> None:

@@ -14,7 +14,7 @@ expressions of Q, K, V and the epilogue at them.
 
 from __future__ import annotations
 
-from tf_stitch.codegen.cstyle import (
+from tf_stitch.codegen.c_tables import (
     ABI_VERSION,
     CTYPE,
     OPS_PRELUDE,
@@ -138,6 +138,34 @@ def emit_attention_cpu(kernel: Kernel) -> str:
         "  }",
         "  ts_matmul(ts_qb.get(), ts_D, ts_kt.get(), ts_K, ts_sc.get(), ts_K, ts_n, ts_D, ts_K, "
         "false);",
+        *_softmax_rows(r),
+        "  ts_matmul(ts_sc.get(), ts_K, ts_vb.get(), ts_E, ts_ob.get(), ts_E, ts_n, ts_K, ts_E, "
+        "false);",
+        "  for (int64_t ts_r = 0; ts_r < ts_n; ++ts_r) {",
+        "    const int64_t ts_i = ts_i0 + ts_r;",
+        "    for (int64_t ts_e = 0; ts_e < ts_E; ++ts_e) {",
+        f"      {a.out}[{r.offset(r.params[a.out])}] = ts_ob[ts_r * ts_E + ts_e];",
+        "    }",
+        "  }",
+        "  ts_r0 += ts_n;",
+        "}",
+    ]
+    return _library(kernel, r, body)
+
+
+def _softmax_rows(r: AttentionRenderer) -> list[str]:
+    """The block's score rows: scaled and masked (`score`), softmax, then `post` (dropout's
+    scale, say) where the match has one."""
+    a = r.a
+    post = []
+    if a.post is not None:
+        post = [
+            "    for (int64_t ts_j = 0; ts_j < ts_K; ++ts_j) {",
+            "      const float ts_p = ts_row[ts_j];",
+            f"      ts_row[ts_j] = {r.expr(a.post)};",
+            "    }",
+        ]
+    return [
         "  for (int64_t ts_r = 0; ts_r < ts_n; ++ts_r) {",
         "    const int64_t ts_i = ts_i0 + ts_r;",
         "    (void)ts_i;",
@@ -156,28 +184,13 @@ def emit_attention_cpu(kernel: Kernel) -> str:
         "      ts_z += ts_x;",
         "    }",
         "    for (int64_t ts_j = 0; ts_j < ts_K; ++ts_j) ts_row[ts_j] = ts_row[ts_j] / ts_z;",
-        *(
-            [
-                "    for (int64_t ts_j = 0; ts_j < ts_K; ++ts_j) {",
-                "      const float ts_p = ts_row[ts_j];",
-                f"      ts_row[ts_j] = {r.expr(a.post)};",
-                "    }",
-            ]
-            if a.post is not None
-            else []
-        ),
+        *post,
         "  }",
-        "  ts_matmul(ts_sc.get(), ts_K, ts_vb.get(), ts_E, ts_ob.get(), ts_E, ts_n, ts_K, ts_E, "
-        "false);",
-        "  for (int64_t ts_r = 0; ts_r < ts_n; ++ts_r) {",
-        "    const int64_t ts_i = ts_i0 + ts_r;",
-        "    for (int64_t ts_e = 0; ts_e < ts_E; ++ts_e) {",
-        f"      {a.out}[{r.offset(r.params[a.out])}] = ts_ob[ts_r * ts_E + ts_e];",
-        "    }",
-        "  }",
-        "  ts_r0 += ts_n;",
-        "}",
     ]
+
+
+def _library(kernel: Kernel, r: AttentionRenderer, body: list[str]) -> str:
+    """The kernel library's source: headers, preludes, the ABI and `ts_run` around `body`."""
     lines = [
         *r.members("attention"),
         "#include <cmath>",

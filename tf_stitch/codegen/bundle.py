@@ -22,16 +22,16 @@ import hashlib
 import math
 from dataclasses import dataclass
 
-from tf_stitch.codegen.cstyle import (
+from tf_stitch.codegen.c_tables import (
     ABI_VERSION,
     CTYPE,
     RUN_PARAMETERS,
-    Emitter,
     has_double,
     has_half,
     has_int,
     header,
 )
+from tf_stitch.codegen.cstyle import Emitter
 from tf_stitch.codegen.cuda import CudaEmitter
 from tf_stitch.codegen.cuda_head import (
     cuda_preamble,

@@ -6,8 +6,7 @@ too, as the CPU emitter's."""
 from __future__ import annotations
 
 from tf_stitch.codegen.attention_cpu import emit_attention_cpu
-from tf_stitch.codegen.cpu_columns import ColumnEmitter
-from tf_stitch.codegen.cstyle import (
+from tf_stitch.codegen.c_tables import (
     ABI_VERSION,
     CTYPE,
     EXPR,
@@ -15,9 +14,10 @@ from tf_stitch.codegen.cstyle import (
     MIN_PERIOD,
     REDUCE_INIT,
     REDUCE_STEP,
-    Emitter,
     literal,
 )
+from tf_stitch.codegen.cpu_columns import ColumnEmitter
+from tf_stitch.codegen.cstyle import Emitter
 from tf_stitch.codegen.kernel_ir import Kernel
 
 __all__ = [

@@ -15,7 +15,13 @@ offset plus `l` times the param's stride along the lane axis.
 
 from __future__ import annotations
 
-from tf_stitch.codegen.cstyle import COMPUTE_CTYPE, Emitter, product, reduce_init, reduce_step
+from tf_stitch.codegen.c_tables import (
+    COMPUTE_CTYPE,
+    product,
+    reduce_init,
+    reduce_step,
+)
+from tf_stitch.codegen.cstyle import Emitter
 from tf_stitch.codegen.kernel_ir import (
     Accumulate,
     BufferLoad,

@@ -27,15 +27,15 @@ import dataclasses
 import hashlib
 
 from tf_stitch.codegen.attention_cuda import emit_attention_cuda
-from tf_stitch.codegen.cstyle import (
+from tf_stitch.codegen.c_tables import (
     COMPUTE_CTYPE,
     CTYPE,
-    Emitter,
     itemsize,
     product,
     reduce_init,
     source_header,
 )
+from tf_stitch.codegen.cstyle import Emitter
 from tf_stitch.codegen.cuda_head import (
     BLOCK_THREADS,
     CudaUnsupported,

@@ -6,7 +6,14 @@ attention emitter (`attention_cuda`) both build on it.
 
 from __future__ import annotations
 
-from tf_stitch.codegen.cstyle import CTYPE, OPS_PRELUDE, has_double, has_half, has_int, header
+from tf_stitch.codegen.c_tables import (
+    CTYPE,
+    OPS_PRELUDE,
+    has_double,
+    has_half,
+    has_int,
+    header,
+)
 from tf_stitch.codegen.kernel_ir import Buffer, Kernel
 
 # Threads per block when launched on a GPU (a kernel may run with any multiple of 32).

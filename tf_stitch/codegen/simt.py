@@ -9,7 +9,12 @@ TensorFlow on a machine without a GPU (`TF_STITCH_KERNELS=simt`).
 
 from __future__ import annotations
 
-from tf_stitch.codegen.cstyle import ABI_VERSION, CTYPE, header, product
+from tf_stitch.codegen.c_tables import (
+    ABI_VERSION,
+    CTYPE,
+    header,
+    product,
+)
 from tf_stitch.codegen.cuda import emit_cuda
 from tf_stitch.codegen.cuda_head import gathers
 from tf_stitch.codegen.kernel_ir import Kernel

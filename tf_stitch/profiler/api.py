@@ -12,7 +12,6 @@ import datetime
 import io
 import os
 import platform
-import statistics
 import sys
 import tempfile
 import time
@@ -26,19 +25,19 @@ import tensorflow as tf
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
 from tf_stitch.graph.frontends import is_keras_model
-from tf_stitch.graph.variable_writes import ASSIGN_OP, STITCHED_OP
-from tf_stitch.profiler import leveled, stability, thread_cpu
+from tf_stitch.profiler import leveled, stability
 from tf_stitch.profiler.export_otlp import export_otlp
 from tf_stitch.profiler.export_xplane import add_levels
-from tf_stitch.profiler.fresh_executor import fresh_instantiations
 from tf_stitch.profiler.layers import keras_layer_names
-from tf_stitch.profiler.merge import graft_kernels
+from tf_stitch.profiler.measure import Measured, ProfileError, measure
 from tf_stitch.profiler.op_table import op_table
 from tf_stitch.profiler.profile import COLUMNS, Profile, check_run_name
 from tf_stitch.profiler.spans import LEVELS, Span
 from tf_stitch.progress import Progress
 from tf_stitch.runtime.cache import replace_dir
 from tf_stitch.version import __version__
+
+__all__ = ["TRACED_LEVELS", "ProfileError", "profile"]
 
 TRACED_LEVELS = ("layer", "op", "library", "kernel")  # what run B measures on this platform
 BLOCKS = 8  # runs A and B alternate in blocks of steps // BLOCKS steps (at least 2)
@@ -47,10 +46,6 @@ _MISSING = {
     "kernel": "no StitchedKernel ran and no GPU kernel was traced (a tf_stitch-optimized "
     "graph's kernels are traced on a CPU; GPU kernels come from the device tracer)",
 }
-
-
-class ProfileError(RuntimeError):
-    """The model failed while it was being profiled; says in which run and level."""
 
 
 def _as_inputs(inputs: Any) -> list[Any]:
@@ -129,37 +124,6 @@ def _fusion_groups(model_or_fn: Any) -> list[dict[str, Any]]:
     return [{f: getattr(k, f, None) for f in fields} for k in model_or_fn.kernels]
 
 
-def _ran_stitched_kernels(steps: list[list[Span]]) -> bool:
-    kernels = (STITCHED_OP, ASSIGN_OP)
-    return any(s.level == "op" and s.type in kernels for step in steps for s in step)
-
-
-def _run_kernel_level(
-    call: Callable[[], Any], steps: int, names: Any, into: list[list[Span]]
-) -> float:
-    """Run C: the calls traced again with StitchedKernel's kernel events on; its kernel spans
-    are grafted onto run B's ops (by identity). Returns run C's step latency (trimmed mean)."""
-    from tf_stitch.runtime import op_library
-
-    op_library.set_kernel_tracing(True)
-    try:
-        with tempfile.TemporaryDirectory(prefix="tf_stitch_profile_c_") as tmp:
-            c = leveled.run_traced(call, steps, warmup=1, logdir=tmp, layer_names=names)
-    except Exception as e:
-        raise ProfileError(f"the model failed in run C (kernel level): {_brief(e)}") from e
-    finally:
-        op_library.set_kernel_tracing(False)
-    for step in c.steps:
-        for s in step:
-            s.run = "C"
-    graft_kernels(into, c.steps)
-    return leveled.trimmed_mean(c.step_ns)
-
-
-def _version() -> str:
-    return __version__
-
-
 def _pin_autotuning() -> str:
     """Autotuning off for the measurement, so every run picks the same kernels: cuDNN's and
     XLA's autotuners (read when the GPU is first used; set unless the user set them)."""
@@ -171,17 +135,6 @@ def _pin_autotuning() -> str:
         os.environ["XLA_FLAGS"] = f"{flags} --xla_gpu_autotune_level=0".strip()
     cudnn, xla = os.environ["TF_CUDNN_USE_AUTOTUNE"], os.environ["XLA_FLAGS"]
     return f"TF_CUDNN_USE_AUTOTUNE={cudnn}, XLA_FLAGS={xla}"
-
-
-def _brief(error: Exception) -> str:
-    """The error's message without the Python traceback TensorFlow embeds in graph errors."""
-    text = getattr(error, "message", None) or str(error)
-    kept = [
-        line.strip()
-        for line in text.splitlines()
-        if line.strip() and not line.startswith("  File ") and not line.startswith("Detected at")
-    ]
-    return " ".join(kept) or type(error).__name__
 
 
 def _writable(logdir: Path) -> None:
@@ -260,6 +213,83 @@ def profile(
     check of the model latency and its interval (benchmarks/profiler_accuracy.py). It needs a
     traced level.
     """
+    deadline = time.monotonic() + time_limit
+    run = _check_arguments(
+        model_or_fn, levels, steps, warmup, min_confidence, reference, run_name, logdir
+    )
+    args = _as_inputs(inputs)
+    call, graph = _callable(model_or_fn, args)
+    names = keras_layer_names(model_or_fn) if is_keras_model(model_or_fn) else None
+    traced = [lv for lv in TRACED_LEVELS if lv in levels]
+    if reference is not None and not traced:
+        raise ValueError("reference is timed beside the traced runs: profile a traced level too")
+    bar = Progress(4 if traced else 1, progress or io.StringIO(), "profile")
+    before = stability.cpu_sample()
+    block = max(2, steps // BLOCKS)
+    meta = _new_meta(model_or_fn, model_name, args, traced, steps, warmup, block, run)
+    enough = _narrow_enough(min_confidence)
+    m = measure(call, names, traced, steps, warmup, block, bar, meta, enough, deadline, reference)
+    model_blocks = leveled.block_medians(m.model_ns, m.model_block)
+    model = stability.estimate(model_blocks)
+    traced_estimate = _latency_and_overheads(meta, m, model, model_blocks, traced)
+    spans = _span_table(m, meta, traced)
+    meta["layer_types"] = _layer_types(model_or_fn) if is_keras_model(model_or_fn) else {}
+    ops = op_table(graph) if isinstance(graph, tf.Graph) else None
+    result = Profile(spans, meta, _fusion_groups(model_or_fn), ops)
+    _layer_sums(meta, spans, m, model_blocks, bool(traced))
+    contention = stability.Contention.between(before, stability.cpu_sample())
+    verdict = stability.judge(model, model_blocks, traced_estimate, contention)
+    meta["stability"] = verdict.as_meta()
+    meta["stability"]["message"] = verdict.message()
+    _store_and_send(result, m, logdir, run, otlp_endpoint)
+    bar.update(bar.total, "done")
+    return result
+
+
+def _span_table(m: Measured, meta: dict[str, Any], traced: list[str]) -> pd.DataFrame:
+    """The spans of every step as the profile's table; the traced levels that recorded
+    nothing are moved to `meta["missing_levels"]`, with why."""
+    if not m.steps_spans:  # model level only: one root span per step
+        m.steps_spans = [[Span("model", str(meta["model"]), "step", 0.0, t)] for t in m.model_ns]
+    spans = _rows(m.steps_spans, m.model_ns, m.cost)
+    for lv in traced:
+        if not (spans.level == lv).any():
+            meta["levels"].remove(lv)
+            meta["overheads"].pop(lv, None)
+            meta["missing_levels"][lv] = _MISSING.get(lv, "nothing recorded at this level")
+    return spans[spans.level.isin(meta["levels"])].reset_index(drop=True)
+
+
+def _store_and_send(
+    result: Profile, m: Measured, logdir: Any, run: str, otlp_endpoint: str | None
+) -> None:
+    """The profile and the first block's xplane into `logdir` (where given), its spans over
+    OTLP (where an endpoint is)."""
+    spans, meta = result.spans, result.meta
+    # Steps' starts in ns since the epoch (for OTLP): the trace's, or now for run A alone.
+    meta["step_start_ns"] = m.epoch_ns or [time.time_ns()] * len(m.steps_spans)
+    if logdir is not None:
+        result.save(logdir, run)
+        if m.traces:  # the first block's session, with its steps' spans
+            first = spans[spans.step < m.first_steps]
+            _write_trace(m.traces, first, m.step_start_ps[: m.first_steps], Path(logdir), run)
+    sent = export_otlp(spans, meta, meta["step_start_ns"], otlp_endpoint)
+    if sent:
+        meta["otlp_spans_sent"] = sent
+
+
+def _check_arguments(
+    model_or_fn: Any,
+    levels: Sequence[str],
+    steps: int,
+    warmup: int,
+    min_confidence: float | None,
+    reference: Callable[[], Any] | None,
+    run_name: str | None,
+    logdir: str | os.PathLike[str] | None,
+) -> str:
+    """The run's name; TypeError or ValueError saying what is wrong with `profile`'s
+    arguments (a logdir that cannot be written to among them)."""
     if not callable(model_or_fn):
         raise TypeError(f"profile needs a Keras model or a function, not {model_or_fn!r}")
     if isinstance(levels, str):
@@ -273,29 +303,31 @@ def profile(
         raise TypeError(f"reference must be a function of no arguments, not {reference!r}")
     if min_confidence is not None and not 0.0 < min_confidence < 1.0:
         raise ValueError(f"min_confidence is a relative half-width in (0, 1), not {min_confidence}")
-    deadline = time.monotonic() + time_limit
     default_run = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     run = check_run_name(default_run if run_name is None else run_name)
     if logdir is not None:
         _writable(Path(logdir))
-    args = _as_inputs(inputs)
-    call, graph = _callable(model_or_fn, args)
-    names = keras_layer_names(model_or_fn) if is_keras_model(model_or_fn) else None
-    traced = [lv for lv in TRACED_LEVELS if lv in levels]
-    if reference is not None and not traced:
-        raise ValueError("reference is timed beside the traced runs: profile a traced level too")
-    bar = Progress(4 if traced else 1, progress or io.StringIO(), "profile")
+    return run
 
-    autotuning = _pin_autotuning()
-    before = stability.cpu_sample()
-    block = max(2, steps // BLOCKS)
-    meta: dict[str, Any] = {
+
+def _new_meta(
+    model_or_fn: Any,
+    model_name: str | None,
+    args: list[Any],
+    traced: list[str],
+    steps: int,
+    warmup: int,
+    block: int,
+    run: str,
+) -> dict[str, Any]:
+    """The profile's `meta` before measuring: the model, the platform, the settings."""
+    return {
         "model": model_name or getattr(model_or_fn, "name", None) or "function",
         "batch": int(args[0].shape[0]) if args and args[0].shape.rank else None,
         "device": f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} CPUs)",
         "tensorflow": tf.__version__,
-        "tf_stitch": _version(),
-        "autotuning": autotuning,
+        "tf_stitch": __version__,
+        "autotuning": _pin_autotuning(),
         "levels": ["model", *traced],
         "steps": steps,
         "warmup": warmup,
@@ -305,139 +337,71 @@ def profile(
         "missing_levels": {},
         "run": run,
     }
-    steps_spans: list[list[Span]] = []
-    traces: dict[str, bytes] = {}
-    epoch_ns: list[int] = []
-    first_steps = 0
-    step_start_ps: list[int] = []
-    cost = 0.0
-    traced_blocks: list[float] = []
-    traced_block: list[int] = []
-    if not traced:
-        bar.update(0, "run A: model level")
-        try:
-            model_ns = leveled.run_model_level(call, steps, warmup)
-        except Exception as e:
-            raise ProfileError(f"the model failed in run A (model level): {_brief(e)}") from e
-        model_block = [i // block for i in range(steps)]
-    else:
-        bar.update(0, "run A: model level (warm-up)")
-        try:  # run A's warm-up, untraced: a model that fails, fails here
-            leveled.run_model_level(call, 0, warmup)
-        except Exception as e:
-            raise ProfileError(f"the model failed in run A (model level): {_brief(e)}") from e
-        bar.update(1, "calibrating the cost of a trace event")
-        cost = leveled.calibrate_event_cost()
-        bar.update(2, f"runs A and B interleaved, blocks of {block} steps")
-        try:
-            b = leveled.run_blocks(
-                call,
-                steps,
-                block,
-                0,
-                names,
-                _narrow_enough(min_confidence),
-                deadline,
-                reference,
-            )
-        except Exception as e:
-            raise ProfileError(f"the model failed in run B (op level): {_brief(e)}") from e
-        model_ns, model_block = b.model_ns, b.model_block
-        if b.reference_ns:
-            reference_blocks = leveled.block_medians(b.reference_ns, b.reference_block)
-            meta["reference_ns"] = statistics.median(reference_blocks)
-            meta["reference_blocks_ns"] = reference_blocks
-        meta["model_cpu_ns"] = statistics.median(b.model_cpu_ns)
-        meta["cpu_per_wall"] = statistics.median(
-            c / w for c, w in zip(b.model_cpu_ns, b.model_ns, strict=True) if w > 0
-        )
-        steps = meta["steps"] = len(model_ns)  # more, where min_confidence asked for them
-        if b.traced.cpu and len(b.traced.cpu) == len(b.traced.steps):
-            meta["thread_cpu"] = thread_cpu.summary(b.traced.cpu)
-        steps_spans, traces, epoch_ns = b.traced.steps, b.traces, b.step_epoch_ns
-        step_start_ps, first_steps = b.traced.step_start_ps, b.first_block_steps
-        traced_block = b.traced_block
-        traced_blocks = leveled.block_medians(b.traced.step_ns, traced_block)
-        run_c_ns = None
-        if "kernel" in traced and _ran_stitched_kernels(b.traced.steps):
-            bar.update(3, "run C: kernel level")
-            with fresh_instantiations():
-                run_c_ns = _run_kernel_level(call, steps, names, b.traced.steps)
-    model_blocks = leveled.block_medians(model_ns, model_block)
-    model = stability.estimate(model_blocks)
+
+
+def _latency_and_overheads(
+    meta: dict[str, Any],
+    m: Measured,
+    model: stability.Estimate,
+    model_blocks: list[float],
+    traced: list[str],
+) -> list[stability.Estimate]:
+    """The model latency and each traced level's overhead, with their intervals, into `meta`;
+    returns the traced step's estimate (none without a traced level)."""
     meta["model_latency_ns"] = model.value  # the median of the blocks' medians
     meta["model_latency_ci_ns"] = [model.low, model.high]
     meta["blocks"] = len(model_blocks)
     meta["model_blocks_ns"] = model_blocks
-    meta["traced_blocks_ns"] = traced_blocks
-    traced_estimate = []
-    if traced:
-        # per pair of blocks (A then B): drift cancels in the ratio
-        ratios = [t / a - 1.0 for t, a in zip(traced_blocks, model_blocks, strict=False)]
-        overhead = stability.estimate(ratios)
-        traced_estimate = [stability.estimate(traced_blocks)]
-        for lv in traced:
-            if lv == "kernel" and run_c_ns is not None:
-                meta["overheads"][lv] = {
-                    "run": "C",
-                    "latency_ns": run_c_ns,
-                    "overhead": run_c_ns / meta["model_latency_ns"] - 1.0,
-                }
-                continue
-            meta["overheads"][lv] = {
-                "run": "B",
-                "latency_ns": traced_estimate[0].value,
-                "latency_ci_ns": [traced_estimate[0].low, traced_estimate[0].high],
-                "overhead": overhead.value,
-                "overhead_ci": [overhead.low, overhead.high],
-            }
-    meta["event_cost_ns"] = cost
-    if not steps_spans:  # model level only: one root span per step
-        steps_spans = [[Span("model", str(meta["model"]), "step", 0.0, t)] for t in model_ns]
-    spans = _rows(steps_spans, model_ns, cost)
+    meta["traced_blocks_ns"] = m.traced_blocks
+    meta["event_cost_ns"] = m.cost
+    if not traced:
+        return []
+    # per pair of blocks (A then B): drift cancels in the ratio
+    ratios = [t / a - 1.0 for t, a in zip(m.traced_blocks, model_blocks, strict=False)]
+    overhead = stability.estimate(ratios)
+    step = stability.estimate(m.traced_blocks)
     for lv in traced:
-        if not (spans.level == lv).any():
-            meta["levels"].remove(lv)
-            meta["overheads"].pop(lv, None)
-            meta["missing_levels"][lv] = _MISSING.get(lv, "nothing recorded at this level")
-    spans = spans[spans.level.isin(meta["levels"])].reset_index(drop=True)
-    meta["layer_types"] = _layer_types(model_or_fn) if is_keras_model(model_or_fn) else {}
-    ops = op_table(graph) if isinstance(graph, tf.Graph) else None
-    result = Profile(spans, meta, _fusion_groups(model_or_fn), ops)
+        if lv == "kernel" and m.run_c_ns is not None:
+            meta["overheads"][lv] = {
+                "run": "C",
+                "latency_ns": m.run_c_ns,
+                "overhead": m.run_c_ns / meta["model_latency_ns"] - 1.0,
+            }
+            continue
+        meta["overheads"][lv] = {
+            "run": "B",
+            "latency_ns": step.value,
+            "latency_ci_ns": [step.low, step.high],
+            "overhead": overhead.value,
+            "overhead_ci": [overhead.low, overhead.high],
+        }
+    return [step]
+
+
+def _layer_sums(
+    meta: dict[str, Any],
+    spans: pd.DataFrame,
+    m: Measured,
+    model_blocks: list[float],
+    traced: bool,
+) -> None:
+    """How the layers add up to the step (corrected, raw, with the interval over the blocks),
+    how much of the step they cover, and the model's own layers' share, into `meta`."""
     layer = spans[spans.level == "layer"]
     per_step = layer.groupby("step")
     lat = meta["model_latency_ns"]
     meta["layer_sum_vs_model"] = _mean(per_step.corrected_ns.sum().tolist()) / lat
     meta["layer_sum_vs_model_raw"] = _mean(per_step.attributed_ns.sum().tolist()) / lat
-    meta["layer_coverage"] = _mean([_covered(s) for s in steps_spans])
+    meta["layer_coverage"] = _mean([_covered(s) for s in m.steps_spans])
     model_layers = layer[layer.type != "framework"].groupby("step")
     meta["model_layers_vs_model"] = _mean(model_layers.corrected_ns.sum().tolist()) / lat
     if traced and not layer.empty:  # each B block's layer sum against its A block's latency
+        steps = len(m.model_ns)
         sums = per_step.corrected_ns.sum().reindex(range(steps), fill_value=0.0).tolist()
-        by_block = leveled.block_medians(sums, traced_block)
+        by_block = leveled.block_medians(sums, m.traced_block)
         shares = [s / a for s, a in zip(by_block, model_blocks, strict=False)]
         layer_sum = stability.estimate(shares)
         meta["layer_sum_vs_model_ci"] = [layer_sum.low, layer_sum.high]
-    verdict = stability.judge(
-        model,
-        model_blocks,
-        traced_estimate,
-        stability.Contention.between(before, stability.cpu_sample()),
-    )
-    meta["stability"] = verdict.as_meta()
-    meta["stability"]["message"] = verdict.message()
-    # Steps' starts in ns since the epoch (for OTLP): the trace's, or now for run A alone.
-    meta["step_start_ns"] = epoch_ns or [time.time_ns()] * len(steps_spans)
-    if logdir is not None:
-        result.save(logdir, run)
-        if traces:  # the first block's session, with its steps' spans
-            first = spans[spans.step < first_steps]
-            _write_trace(traces, first, step_start_ps[:first_steps], Path(logdir), run)
-    sent = export_otlp(spans, meta, meta["step_start_ns"], otlp_endpoint)
-    if sent:
-        meta["otlp_spans_sent"] = sent
-    bar.update(bar.total, "done")
-    return result
 
 
 def _narrow_enough(target: float | None) -> Callable[[leveled.Blocks], bool] | None:
