@@ -9,11 +9,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from tf_stitch.codegen.compilers import Compilers
 from tf_stitch.fusion.decision import Decision, Record
 from tf_stitch.fusion.memory_plan import DEFAULT_BUDGET_BYTES
+from tf_stitch.fusion.planner import Plan
 from tf_stitch.graph.ir import Graph, TensorRef
 
 MAX_ON_CHIP_BUDGET = 16 * 1024 * 1024
@@ -90,7 +90,7 @@ class PassContext:
     records: list[Record] = field(default_factory=list)
     kernels: list[KernelInfo] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    plan: Any = None  # the fusion plan `stitch` made for `outline`
+    plan: Plan | None = None  # the fusion plan `stitch` made for `outline`
     # What builds the kernels (`outline` needs it): the runtime's, given by optimize().
     compilers: Compilers | None = None
     # The fetches as the caller named them (passes may move them; fetch-names names them back).
