@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import tensorflow as tf
-from hypothesis import given
+from hypothesis import given, reject
 from hypothesis import strategies as st
 from test_int_numerics import SIGNED, UNSIGNED, values
 from test_property import BINARY as FLOAT_BINARY
@@ -126,9 +126,21 @@ def test_optimized_random_integer_graphs_match_tensorflow_exactly(
     dtype, steps, outputs = program
     sig = [tf.TensorSpec([None, N], dtype)] * 2
     original = tf.function(build(dtype, steps, outputs), input_signature=sig)
+    inputs = [
+        [values(dtype, (batch, N), seed), values(dtype, (batch, N), seed + 7)]
+        for batch, seed in ((1, 0), (5, 1))
+    ]
+    try:
+        wanted = [[t.numpy() for t in original(*xs)] for xs in inputs]
+    except tf.errors.InvalidArgumentError as e:
+        # TensorFlow cannot run some programs itself: its Grappler rewrites Square(a - b) into
+        # SquaredDifference, which has no kernel for 8- and 16-bit or unsigned integers
+        # (found by this test). There is nothing to compare with.
+        if "is not in the list of allowed values" not in str(e):
+            raise
+        reject()
     optimized = tf_stitch.optimize(original)
     assert any(n.op == "StitchedKernel" for n in optimized.graph_def.node)
-    for batch, seed in ((1, 0), (5, 1)):
-        xs = [values(dtype, (batch, N), seed), values(dtype, (batch, N), seed + 7)]
-        for want, got in zip(original(*xs), optimized(*xs), strict=True):
-            np.testing.assert_array_equal(got.numpy(), want.numpy())
+    for xs, want in zip(inputs, wanted, strict=True):
+        for w, got in zip(want, optimized(*xs), strict=True):
+            np.testing.assert_array_equal(got.numpy(), w)
