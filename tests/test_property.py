@@ -184,6 +184,7 @@ PROPERTY_SETTINGS = settings(
     max_examples=EXAMPLES,
     deadline=None,
     database=None,
+    print_blob=True,  # a failure in CI says how to replay it (`@reproduce_failure`)
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
