@@ -12,6 +12,7 @@ from tensorflow.python.ops import control_flow_util
 from tensorflow.python.trackable.base import no_automatic_dependency_tracking
 
 from tf_stitch.collector import collector_paused
+from tf_stitch.fusion.decision import RecordKind
 from tf_stitch.graph import frontends
 from tf_stitch.graph.callable import GraphFunction, eager_constant, function_from_graph_def
 from tf_stitch.graph.held_constants import held_constants
@@ -279,8 +280,7 @@ def optimize_graph(
         message = (
             f"tf_stitch: the optimized graph failed validation ({problem}); returning the original"
         )
-        ctx.warnings.append(message)
-        warnings.warn(message, RuntimeWarning, stacklevel=3)
+        ctx.refuse(RecordKind.VALIDATE, "the optimized graph", problem, message)
         ctx.kernels.clear()
         return graph, ctx
     return optimized, ctx
@@ -360,11 +360,8 @@ def format_context(ctx: PassContext) -> str:
         lines.append("  inputs: " + ", ".join(k.inputs))
         lines.append("  outputs: " + ", ".join(k.outputs))
         lines.append(f"  on chip: {k.memory}")
-    lines.append("decisions:")
-    lines.extend(f"  {r}" for r in ctx.records)
-    if ctx.warnings:
-        lines.append("warnings:")
-        lines.extend(f"  {w}" for w in ctx.warnings)
+    lines.append(f"decisions ({len(ctx.records)}, each once; kind, then what: verdict):")
+    lines.extend(f"  {line}" for line in ctx.records.table())
     return "\n".join(lines)
 
 

@@ -9,10 +9,10 @@ remapper fuses them into the call, and the TensorFlow ops on either side.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from tf_stitch.fusion.decision import Decision, Record, allow, forbid
+from tf_stitch.fusion.decision import Decision, Record, RecordKind, allow, forbid
 from tf_stitch.fusion.legality import LIBRARY_CALLS, Context, library_of_epilogue
 from tf_stitch.graph.ir import Node
 
@@ -36,7 +36,7 @@ class _Group(Protocol):
 
 
 def library_records(
-    ctx: Context, groups: Sequence[_Group], records: Sequence[Record]
+    ctx: Context, groups: Sequence[_Group], records: Iterable[Record]
 ) -> list[Record]:
     """One record per library call of the graph."""
     owner = {name: g for g in groups for name in g.names}
@@ -53,7 +53,8 @@ def library_records(
         group = owner.get(node.name)
         if group is not None:
             what = "one of its attention's products" if group.attention else "a matmul tile"
-            out.append(Record(subject, allow(f"computed in kernel stitched_{group.id}, as {what}")))
+            verdict = allow(f"computed in kernel stitched_{group.id}, as {what}")
+            out.append(Record(subject, verdict, RecordKind.LIBRARY))
             continue
         why = refused.get(node.name, "")
         if not why or why.endswith("is opaque to the fuser"):
@@ -62,7 +63,7 @@ def library_records(
         notes = [f"stays a library call: {why}"]
         notes += _neighbours(ctx, "its operands come from", _producers(ctx, node), owner)
         notes += _neighbours(ctx, "its result is read by", _readers(ctx, node), owner, library=node)
-        out.append(Record(subject, _decision(notes)))
+        out.append(Record(subject, _decision(notes), RecordKind.LIBRARY))
     return out
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from tf_stitch.fusion.attention import AttentionMatch, find_attention
 from tf_stitch.fusion.cost_model import ROW_GUESS, attention_block_rows
 from tf_stitch.fusion.critical_path import critical_path
-from tf_stitch.fusion.decision import Decision, Record, allow, forbid
+from tf_stitch.fusion.decision import Decision, Record, RecordKind, Records, allow, forbid
 from tf_stitch.fusion.integers import runs_on_the_host
 from tf_stitch.fusion.layout import Layout, analyze, data_inputs
 from tf_stitch.fusion.legality import (
@@ -71,7 +71,7 @@ class Group:
 @dataclass
 class Plan:
     groups: list[Group] = field(default_factory=list)
-    records: list[Record] = field(default_factory=list)
+    records: Records = field(default_factory=Records)
     # Groups of one elementwise op: nothing to stitch, but a launch to save if one is bundled
     # with other independent kernels (fusion/bundles.py); the others stay TensorFlow ops.
     singles: list[Group] = field(default_factory=list)
@@ -137,7 +137,18 @@ def plan_groups(graph: Graph, options: PlannerOptions | None = None) -> Plan:
     for i, single in enumerate(plan.singles):
         single.id = len(plan.groups) + i
     plan.records.extend(library_records(ctx, plan.groups, plan.records))
+    plan.records.extend(memory_records(plan.groups))
     return plan
+
+
+def memory_records(groups: list[Group]) -> list[Record]:
+    """Each group's memory plan, one record per value that crosses its stages: allowed is kept
+    on chip, forbidden is recomputed where it is read."""
+    return [
+        Record(f"keep {ref} on chip (group {g.id})", decision, RecordKind.MEMORY)
+        for g in groups
+        for ref, decision in g.memory.decisions.items()
+    ]
 
 
 def _attention_group(

@@ -7,11 +7,12 @@ kernels that were built, warnings); a pass never mutates the graph it is given.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tf_stitch.codegen.compilers import Compilers
-from tf_stitch.fusion.decision import Decision, Record
+from tf_stitch.fusion.decision import Decision, Record, RecordKind, Records, forbid
 from tf_stitch.fusion.memory_plan import DEFAULT_BUDGET_BYTES
 from tf_stitch.fusion.planner import Plan
 from tf_stitch.graph.ir import Graph, TensorRef
@@ -87,9 +88,9 @@ class KernelInfo:
 @dataclass
 class PassContext:
     options: Options = field(default_factory=Options)
-    records: list[Record] = field(default_factory=list)
+    records: Records = field(default_factory=Records)  # every decision, each once
     kernels: list[KernelInfo] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # the messages `refuse` warned with
     plan: Plan | None = None  # the fusion plan `stitch` made for `outline`
     # What builds the kernels (`outline` needs it): the runtime's, given by optimize().
     compilers: Compilers | None = None
@@ -100,6 +101,13 @@ class PassContext:
         """Records a decision made after planning (fusion.siblings.Log's signature)."""
         self.records.append(Record(subject, decision))
         return decision
+
+    def refuse(self, kind: RecordKind, subject: str, reason: str, message: str) -> None:
+        """Records what could not be done (a group left to TensorFlow, a kernel that did not
+        compile, ...) and warns with `message`, which tells the user so."""
+        self.records.append(Record(subject, forbid(reason), kind))
+        self.warnings.append(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from tf_stitch.fusion.decision import Record, allow
+from tf_stitch.fusion.decision import Record, RecordKind, allow
 from tf_stitch.graph.accumulators import Library, accumulators
 from tf_stitch.graph.ir import Graph
 from tf_stitch.passes.base import PassContext, graph_pass
@@ -42,6 +42,7 @@ def drop_dead_accumulators(graph: Graph, ctx: PassContext) -> Graph:
             Record(
                 f"dead-accumulators {name}",
                 allow(f"{n} values its gradient loop never reads are not pushed on every trip"),
+                RecordKind.REWRITE,
             )
         )
     return out

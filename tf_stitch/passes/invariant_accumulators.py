@@ -21,7 +21,7 @@ from collections.abc import Iterable
 
 import tensorflow as tf
 
-from tf_stitch.fusion.decision import Record, allow
+from tf_stitch.fusion.decision import Record, RecordKind, allow
 from tf_stitch.graph.accumulators import (
     Accumulator,
     FunctionDef,
@@ -67,6 +67,7 @@ def give_invariants_once(graph: Graph, ctx: PassContext) -> Graph:
             Record(
                 f"invariant-accumulators {name}",
                 allow(f"{n} values the same on every trip go to its gradient loop once"),
+                RecordKind.REWRITE,
             )
         )
     return out

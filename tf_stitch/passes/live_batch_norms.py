@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tf_stitch.fusion.decision import Record, forbid
+from tf_stitch.fusion.decision import Record, RecordKind, forbid
 from tf_stitch.fusion.host_cpu import fused_batch_norm_pays
 from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef
 from tf_stitch.graph.values import constant_value
@@ -67,6 +67,7 @@ def live_batch_norms(graph: Graph, ctx: PassContext) -> Graph:
                         "here, on a CPU without AVX-512, 10x slower than the two apart: each "
                         "batch norm is stitched after its convolution instead"
                     ),
+                    RecordKind.REWRITE,
                 )
             )
         return graph

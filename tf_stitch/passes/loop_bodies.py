@@ -15,12 +15,12 @@ converted stays, with a warning saying why.
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Callable, Mapping
 
 import tensorflow as tf
 
 from tf_stitch.fusion.cost_model import LOOP_TILE_OPERANDS_BYTES
+from tf_stitch.fusion.decision import RecordKind
 from tf_stitch.fusion.loop_dims import Seeds, mark_body
 from tf_stitch.graph.functions import function_graph, function_uses, original_bodies, with_function
 from tf_stitch.graph.ir import FuncRef, Graph
@@ -71,8 +71,7 @@ def optimize_loop_bodies(
             out.library, name = with_function(out.library, optimized, body, replaces=body)
         except (ValueError, TypeError, KeyError, tf.errors.OpError) as e:
             message = f"tf_stitch: the body of loop {loop.name} stays as it is: {e}"
-            ctx.warnings.append(message)
-            warnings.warn(message, RuntimeWarning, stacklevel=2)
+            ctx.refuse(RecordKind.REWRITE, f"body of loop {loop.name}", str(e), message)
             continue
         out.node(loop.name).attrs["body"] = FuncRef(name, {})
         ctx.kernels.extend(body_ctx.kernels)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import warnings
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -36,7 +35,7 @@ from tf_stitch.codegen.lower import LoweringError, lower
 from tf_stitch.codegen.op_attrs import cuda_attrs, stitched_kernel_attrs
 from tf_stitch.codegen.simt import emulated_source
 from tf_stitch.fusion.bundles import plan_bundles
-from tf_stitch.fusion.decision import Record, allow
+from tf_stitch.fusion.decision import Record, RecordKind, allow, forbid
 from tf_stitch.fusion.planner import Group
 from tf_stitch.graph.ir import AttrList, DType, FuncRef, Graph, Node, TensorInfo, TensorRef
 from tf_stitch.passes.base import KernelInfo, PassContext, graph_pass
@@ -85,11 +84,13 @@ def outline(graph: Graph, ctx: PassContext) -> Graph:
                 b.error = f"its fallback function cannot be built: {e}"
         if b.error:
             message = f"tf_stitch: group {b.node_name} stays as TensorFlow ops: {b.error}"
-            ctx.warnings.append(message)
-            warnings.warn(message, RuntimeWarning, stacklevel=2)
+            ctx.refuse(RecordKind.COMPILE, f"kernel {b.node_name}", b.error, message)
             continue
         _replace(out, b, renamed)
         ctx.kernels.append(_info(b))
+        if b.cuda_unsupported:
+            reason = f"no CUDA build, the CPU's only: {b.cuda_unsupported}"
+            ctx.records.append(Record(f"kernel {b.node_name}", forbid(reason), RecordKind.CUDA))
     if functions:
         out.library = add_functions(out.library, functions)
     return out
@@ -115,11 +116,9 @@ def _generate(graph: Graph, group: Group, ctx: PassContext, quiet: bool = False)
             b.cuda_unsupported = str(e)
         return b
     except (LoweringError, ValueError, CudaUnsupported) as e:
-        if quiet:
-            return None
-        message = f"tf_stitch: group {node_name} stays as TensorFlow ops: {e}"
-        ctx.warnings.append(message)
-        warnings.warn(message, RuntimeWarning, stacklevel=3)
+        if not quiet:
+            message = f"tf_stitch: group {node_name} stays as TensorFlow ops: {e}"
+            ctx.refuse(RecordKind.CODEGEN, f"group {group.id} ({node_name})", str(e), message)
         return None
 
 
@@ -263,8 +262,7 @@ def _build_cuda(built: list[_Built], ctx: PassContext) -> None:
             launch = "elements" if flat_elements(b.kernel) else "blocks"
             b.cuda_attrs = cuda_attrs(b.kernel, fatbin, launch, b.cuda_function)
     for message in sorted(problems):  # nvcc missing: said once, the kernels stay CPU-only
-        ctx.warnings.append(f"tf_stitch: {message}")
-        warnings.warn(f"tf_stitch: {message}", RuntimeWarning, stacklevel=3)
+        ctx.refuse(RecordKind.CUDA, "nvcc", message, f"tf_stitch: {message}")
 
 
 def _info(b: _Built) -> KernelInfo:

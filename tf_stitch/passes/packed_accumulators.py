@@ -20,13 +20,13 @@ while the concatenation and the split are two kernels a trip; the plan records w
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import tensorflow as tf
 
-from tf_stitch.fusion.decision import Record, allow
+from tf_stitch.fusion.decision import Record, RecordKind, allow
 from tf_stitch.fusion.loop_dims import Seeds
 from tf_stitch.graph.accumulators import (
     Accumulator,
@@ -90,6 +90,7 @@ def pack_accumulators(
                         f"{'+'.join(str(m.shape[-1]) for m in group)}) pushed and popped as one "
                         f"tensor ({CPU_ONLY})"
                     ),
+                    RecordKind.REWRITE,
                 )
             )
     if not packed:
@@ -98,7 +99,7 @@ def pack_accumulators(
     return out
 
 
-def has_packed_accumulators(records: list[Record]) -> bool:
+def has_packed_accumulators(records: Iterable[Record]) -> bool:
     """Whether a plan packed accumulators, which a GPU's plan would not."""
     return any(r.decision and CPU_ONLY in r.decision.reason for r in records)
 

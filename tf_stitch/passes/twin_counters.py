@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework.node_def_pb2 import NodeDef
 
-from tf_stitch.fusion.decision import Record, allow
+from tf_stitch.fusion.decision import Record, RecordKind, allow
 from tf_stitch.graph.accumulators import (
     FunctionDef,
     Library,
@@ -79,7 +79,11 @@ def merge_twin_counters(graph: Graph, ctx: PassContext) -> Graph:
     out.library = library.serialized()
     for name, n in sorted(merged.items()):
         ctx.records.append(
-            Record(f"twin-counters {name}", allow(f"{n} loop variables count its trips twice"))
+            Record(
+                f"twin-counters {name}",
+                allow(f"{n} loop variables count its trips twice"),
+                RecordKind.REWRITE,
+            )
         )
     return out
 
