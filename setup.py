@@ -45,7 +45,7 @@ setup(
     python_requires=">=3.11",
     packages=find_packages(include=["tf_stitch", "tf_stitch.*", "tb_plugin", "tb_plugin.*"]),
     package_data={
-        "tf_stitch.runtime": ["*.cc", "*.h", "_ops/*"],
+        "tf_stitch.runtime": ["op/*.cc", "op/*.h", "_ops/*"],
         "tf_stitch.codegen": ["*.h"],
         "tf_stitch.profiler": ["xla_gpu_targets/*.txtpb"],
         "tb_plugin": ["static/*"],

@@ -8,7 +8,8 @@ from typing import Any
 import tensorflow as tf
 
 from tf_stitch.fusion.decision import Decision
-from tf_stitch.fusion.layout import Layout, analyze
+from tf_stitch.fusion.layout import analyze
+from tf_stitch.fusion.layout_types import Layout
 from tf_stitch.fusion.op_kinds import op_kind
 from tf_stitch.graph import frontends
 from tf_stitch.graph.ir import Graph

@@ -14,7 +14,7 @@ S = tf.TensorSpec
 
 def _decisions(text: str) -> list[str]:
     lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("decisions ("))
+    start = next(i for i, line in enumerate(lines) if line.startswith("decisions: "))
     return [line.strip() for line in lines[start + 1 :] if line.startswith("  ")]
 
 

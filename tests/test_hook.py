@@ -1,5 +1,5 @@
 """tf_stitch.enable(): TensorFlow's own graph optimization stitches every function it
-instantiates (runtime/graph_pass.cc, hook.py), with TensorFlow's answers, variables live, the
+instantiates (runtime/op/graph_pass.cc, hook.py), with TensorFlow's answers, variables live, the
 result cached by the graph's bytes; jit_compile functions and failures stay TensorFlow's."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`tf_stitch.enable()`: stitching inside TensorFlow's own graph optimization, no code changes.
 
-The op library registers a graph optimization pass (runtime/graph_pass.cc) that runs on every
+The op library registers a graph optimization pass (runtime/op/graph_pass.cc) that runs on every
 function graph TensorFlow instantiates: each `tf.function`, Keras `predict`/`fit`/`evaluate`
 step and loaded SavedModel signature, before placement. `enable()` gives it the rewriter
 below, which runs the same pipeline as `optimize()` on the function body

@@ -360,7 +360,7 @@ def format_context(ctx: PassContext) -> str:
         lines.append("  inputs: " + ", ".join(k.inputs))
         lines.append("  outputs: " + ", ".join(k.outputs))
         lines.append(f"  on chip: {k.memory}")
-    lines.append(f"decisions ({len(ctx.records)}, each once; kind, then what: verdict):")
+    lines.append(f"decisions: {len(ctx.records)}, each once (kind, then what: verdict)")
     lines.extend(f"  {line}" for line in ctx.records.table())
     return "\n".join(lines)
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reproduce the polynomial coefficients used by ``tf_stitch/codegen/cpu_math.h``.
+"""Reproduce the polynomial coefficients of ``tf_stitch/codegen/cpu_math_coeffs.h``.
 
 Every polynomial is a near-minimax fit obtained with Lawson's algorithm (iteratively
 re-weighted least squares) on Chebyshev nodes, minimising the *relative* error of the
@@ -28,7 +28,7 @@ import numpy as np
 NODES = 6000
 LAWSON_ITERATIONS = 80
 
-# Parameters shared with the header (keep in sync with cpu_math.h).
+# Parameters shared with the header (keep in sync with cpu_math.h and cpu_math_coeffs.h).
 EXP_REDUCED_HALF_WIDTH = math.log(2.0) / 2.0 * 1.01
 LOG_REDUCED_LO = math.sqrt(0.5) - 1.0
 LOG_REDUCED_HI = math.sqrt(2.0) - 1.0

@@ -24,7 +24,7 @@ from tf_stitch.codegen.kernel_ir import (
     Store,
 )
 from tf_stitch.codegen.lower import access_of, lower, multiply
-from tf_stitch.fusion.layout import FULL, Placement
+from tf_stitch.fusion.layout_types import FULL, Placement
 from tf_stitch.fusion.planner import PlannerOptions, plan_groups
 from tf_stitch.graph import frontends
 

@@ -8,8 +8,9 @@ import tensorflow as tf
 from layout_helpers import forbid_reason, graph_of, layout_of
 
 from tf_stitch.fusion.cost_model import PERIODIC_ROW_ELEMENTS
-from tf_stitch.fusion.layout import FULL, OUTER, Placement, reduction_axes
+from tf_stitch.fusion.layout_types import FULL, OUTER, Placement
 from tf_stitch.fusion.op_kinds import OpKind, op_kind
+from tf_stitch.fusion.static_args import reduction_axes
 from tf_stitch.graph.ir import Graph, TensorRef
 
 

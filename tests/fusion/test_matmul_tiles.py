@@ -12,8 +12,8 @@ from conftest import assert_close, random_inputs
 import tf_stitch
 from tf_stitch.codegen.cpu import emit_cpu
 from tf_stitch.codegen.lower import lower
-from tf_stitch.fusion.layout import Segment
 from tf_stitch.fusion.legality import SMALL_MATMUL_BYTES
+from tf_stitch.fusion.operand_segments import Segment
 from tf_stitch.fusion.planner import PlannerOptions, plan_groups
 from tf_stitch.graph.frontends import load
 from tf_stitch.graph.ir import TensorRef

@@ -1,4 +1,4 @@
-extern "C" __global__ void __launch_bounds__(256) ts_42ddfbd1222f1484(
+extern "C" __global__ void __launch_bounds__(256) ts_e64484689b682b2d(
     const float* __restrict__ in0,
     const float* __restrict__ in1,
     const float* __restrict__ in2,

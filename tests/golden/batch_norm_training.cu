@@ -1,4 +1,4 @@
-extern "C" __global__ void __launch_bounds__(256) ts_be3905dee1a37f67(
+extern "C" __global__ void __launch_bounds__(256) ts_2e1227f8b56ca09b(
     const float* __restrict__ in0,
     float* __restrict__ out0,
     const int64_t D1,

@@ -1,4 +1,4 @@
-extern "C" __global__ void __launch_bounds__(256) ts_fcbffa97017fadd6(
+extern "C" __global__ void __launch_bounds__(256) ts_7dec4f62eab31db8(
     const float* __restrict__ in0,
     const float* __restrict__ in1,
     const float* __restrict__ in2,

@@ -1,4 +1,4 @@
-extern "C" __global__ void __launch_bounds__(256) ts_b3401810a7bd6e47(
+extern "C" __global__ void __launch_bounds__(256) ts_7bcc1c02522246a1(
     const float* __restrict__ in0,
     float* __restrict__ out0,
     const int64_t D0,

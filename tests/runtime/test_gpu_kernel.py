@@ -49,7 +49,7 @@ def test_a_gpu_kernel_is_registered_under_the_cuda_label() -> None:
 
 
 def test_the_launch_uses_the_block_size_the_kernels_are_bounded_by() -> None:
-    header = op_library.OP_SOURCE.with_name("stitched_kernel_gpu.h").read_text()
+    header = (op_library.OP_DIR / "kernel_gpu.cc").read_text()
     match = re.search(r"constexpr int64_t kCudaBlockThreads = (\d+);", header)
     assert match is not None and int(match.group(1)) == BLOCK_THREADS
 

@@ -197,6 +197,7 @@ def _library(kernel: Kernel, r: AttentionRenderer, body: list[str]) -> str:
         "#include <cstdint>",
         "#include <memory>",
         "",
+        header("cpu_math_coeffs.h"),
         header("cpu_math.h"),
         header("cpu_matmul.h"),
         *([header("cpu_half.h")] if has_half(kernel) else []),

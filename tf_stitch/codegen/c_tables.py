@@ -195,7 +195,7 @@ static inline float ts_selu(float a) {
 """
 
 
-# The op's error cell (stitched_kernel_op.cc): {1, the first out-of-range index, table rows}.
+# The op's error cell (runtime/op/common.h): {1, the first out-of-range index, table rows}.
 @cache
 def header(name: str) -> str:
     return (resources.files("tf_stitch.codegen") / name).read_text()

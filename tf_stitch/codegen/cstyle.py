@@ -132,6 +132,7 @@ class Emitter:
             "#include <cstdint>",
             "#include <memory>",
             "",
+            header("cpu_math_coeffs.h"),
             header("cpu_math.h"),
             *([header("cpu_matmul.h")] if k.tiles else []),
             *([_GATHER_PRELUDE] if any(p.gather for p in k.inputs) else []),

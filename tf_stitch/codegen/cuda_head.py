@@ -112,6 +112,7 @@ def cuda_preamble(
         "#include <type_traits>",
         "",
         "#define TS_MATH_INLINE static __device__ __forceinline__",
+        header("cpu_math_coeffs.h"),
         header("cpu_math.h"),
         OPS_PRELUDE.replace("static inline", "static __device__ __forceinline__"),
         *(_DOUBLE_PRELUDE if double else []),  # before the reductions' templates use them

@@ -48,7 +48,7 @@ from tf_stitch.codegen.lower_parts import (
     tensor_strides,
 )
 from tf_stitch.fusion.cost_model import ROW_GUESS, unit_cycles
-from tf_stitch.fusion.layout import (
+from tf_stitch.fusion.layout_types import (
     GatherSource,
     MatMulTile,
     Placement,

@@ -26,9 +26,9 @@ from tf_stitch.codegen.lower_parts import (
     domain_sizes,
     symbol_binder,
 )
-from tf_stitch.fusion.attention import AttentionMatch, aligned_roles
+from tf_stitch.fusion.attention_match import AttentionMatch, aligned_roles
 from tf_stitch.fusion.cost_model import ROW_GUESS, unit_cycles
-from tf_stitch.fusion.layout import FULL, Placement
+from tf_stitch.fusion.layout_types import FULL, Placement
 from tf_stitch.fusion.op_kinds import op_spec
 from tf_stitch.fusion.planner import Group
 from tf_stitch.graph.ir import Graph, TensorRef

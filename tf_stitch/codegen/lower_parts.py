@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 
 from tf_stitch.codegen.kernel_ir import Access, Kernel, Size
-from tf_stitch.fusion.layout import Placement, SliceSource
+from tf_stitch.fusion.layout_types import Placement, SliceSource
 from tf_stitch.fusion.planner import Group
 from tf_stitch.graph.ir import INT_DTYPES, DType, Node
 

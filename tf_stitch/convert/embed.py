@@ -2,7 +2,7 @@
 kernel (from this machine's cache) and what CPU it was built for, and its CUDA fatbin when one
 was built, besides the source and fallback function it already has.
 
-The op uses them where its cache lacks the kernel (stitched_kernel_op.cc): the binary when the
+The op uses them where its cache lacks the kernel (runtime/op/kernel_library.h): the binary when the
 CPU has every feature of the one it was built on, else the source compiled on first use, else
 the fallback.
 """

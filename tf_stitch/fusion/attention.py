@@ -15,13 +15,25 @@ probabilities never reach memory: XLA:GPU and cuDNN's fused attention do the sam
 Every tensor the kernel touches is placed on one domain, (batch axes..., queries, keys, head
 dim, value dim): each of its dims is on one axis, or broadcasts (a size-1 dim). The batch axes
 are the scores' leading axes in their order; the head dims must be of known size.
+
+What a match holds is in attention_match.py; how Q, K, V and the output are read and written,
+in attention_operands.py; the checks every op of the kernel passes, in attention_checks.py.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
+from tf_stitch.fusion import attention_operands
+from tf_stitch.fusion.attention_checks import (
+    FLOATS,
+    Refused,
+    check_node,
+    elementwise,
+    legal,
+    only_user,
+)
+from tf_stitch.fusion.attention_match import BROADCAST, AttentionMatch
 from tf_stitch.fusion.attention_products import (
     context_roles,
     is_product,
@@ -29,86 +41,12 @@ from tf_stitch.fusion.attention_products import (
     scores_roles,
 )
 from tf_stitch.fusion.decision import Decision, allow, forbid
-from tf_stitch.fusion.legality import Context, node_legality
-from tf_stitch.fusion.op_kinds import HALF_DTYPES, OpKind, op_spec
+from tf_stitch.fusion.legality import Context
 from tf_stitch.fusion.static_args import reduction_axes, transpose_perm
 from tf_stitch.graph.ir import Graph, Node, TensorRef
 from tf_stitch.graph.values import scalar_constant
 
-# Elementwise ops computing one operand (a bias add and a scale are two).
-MAX_OPERAND_OPS = 8
-BROADCAST = ""  # the role of a size-1 dim that broadcasts
-# what an attention kernel reads and writes: 16-bit floats are computed in float32
-_FLOATS = frozenset({"float32"}) | HALF_DTYPES
-
 Log = Callable[[str, Decision], Decision]
-
-
-@dataclass(frozen=True)
-class Operand:
-    """Q, K or V: `root` (with a role per dim) as computed by `nodes` (elementwise ops and the
-    transposes after them, in topological order) from the tensors the kernel reads."""
-
-    root: TensorRef
-    roles: tuple[str, ...]
-    nodes: tuple[str, ...]
-
-
-@dataclass
-class AttentionMatch:
-    """One attention: what the kernel computes and reads, and the ops it replaces."""
-
-    scores: str  # the matmul of Q and K
-    raw: TensorRef  # the scores as the epilogue reads them (the product, or its transpose)
-    context: str  # the matmul of the probabilities and V
-    output: TensorRef  # what the kernel writes: the context, or its transpose
-    out_roles: tuple[str, ...]
-    batch: tuple[str, ...]  # the batch roles, in domain order
-    q: Operand
-    k: Operand
-    v: Operand
-    logits: TensorRef  # the softmax's input (the scores after the epilogue)
-    score_nodes: tuple[str, ...]  # the epilogue's ops, and those computing its masks
-    softmax_nodes: tuple[str, ...]
-    probs: TensorRef  # the softmax's result
-    # what V is weighted by: the probabilities multiplied by factors or zeroed by a mask
-    weighted: TensorRef
-    weight_nodes: tuple[str, ...]
-    # every tensor the kernel reads -> the role of each of its dims
-    leaves: dict[tuple[TensorRef, tuple[str, ...]], None] = field(default_factory=dict)
-    domain: tuple[int | None, ...] = ()
-
-    @property
-    def members(self) -> list[str]:
-        return [
-            *self.q.nodes,
-            *self.k.nodes,
-            *self.v.nodes,
-            self.scores,
-            *([self.raw.node] if self.raw.node != self.scores else []),
-            *self.score_nodes,
-            *self.softmax_nodes,
-            *self.weight_nodes,
-            self.context,
-            *([self.output.node] if self.output.node != self.context else []),
-        ]
-
-    def axis(self, role: str) -> int:
-        """The domain axis of a role (-1 for a broadcast dim)."""
-        if role == BROADCAST:
-            return -1
-        if role in self.batch:
-            return self.batch.index(role)
-        return len(self.batch) + "ijde".index(role)
-
-    def axes(self, roles: tuple[str, ...]) -> tuple[int, ...]:
-        return tuple(self.axis(r) for r in roles)
-
-
-class _Refused(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 def find_attention(ctx: Context, log: Log) -> list[AttentionMatch]:
@@ -120,7 +58,7 @@ def find_attention(ctx: Context, log: Log) -> list[AttentionMatch]:
             continue
         try:
             match = _match(ctx, node)
-        except _Refused as e:
+        except Refused as e:
             if e.reason and _reaches_softmax(ctx, node.output(0)):
                 log(f"attention at {node.name}", forbid(e.reason))
             continue
@@ -156,36 +94,36 @@ def _match(ctx: Context, scores: Node) -> AttentionMatch:
     graph = ctx.graph
     labels = product_labels(scores, graph)
     if labels is None:
-        raise _Refused("")  # not a product of two matrices with one contracted axis
-    _check_node(ctx, scores)
+        raise Refused("")  # not a product of two matrices with one contracted axis
+    check_node(ctx, scores)
     raw, labels = _scores_view(ctx, scores, labels)
     roles = scores_roles(labels)
     if roles is None:
-        raise _Refused("the scores' last axis is not the keys of one operand")
+        raise Refused("the scores' last axis is not the keys of one operand")
     a_roles, b_roles, s_roles = roles
     batch = tuple(r for r in s_roles if r not in "ij")
     leaves: dict[tuple[TensorRef, tuple[str, ...]], None] = {}
     chain, logits = _score_chain(ctx, raw)
     softmax, probs = _softmax(ctx, logits)
     weight_nodes, weighted = _weights(ctx, probs)
-    context = _only_user(ctx, weighted)
+    context = only_user(ctx, weighted)
     if context is None or not is_product(context):
-        raise _Refused("the probabilities are not read by one matmul alone")
-    _check_node(ctx, context)
+        raise Refused("the probabilities are not read by one matmul alone")
+    check_node(ctx, context)
     c_labels = product_labels(context, graph)
     probs_first = context.inputs[0] == weighted
     c_roles = context_roles(c_labels, probs_first, s_roles) if c_labels else None
     if c_roles is None:
-        raise _Refused(f"{context.op} {context.name} is not probabilities @ values")
+        raise Refused(f"{context.op} {context.name} is not probabilities @ values")
     v_ref = context.inputs[1] if probs_first else context.inputs[0]
     v_roles = c_roles[1] if probs_first else c_roles[0]
     q_first = "i" in a_roles
     q_ref, k_ref = scores.inputs[:2] if q_first else scores.inputs[1::-1]
     q_roles, k_roles = (a_roles, b_roles) if q_first else (b_roles, a_roles)
-    q = _operand(ctx, q_ref, q_roles, scores.name, leaves)
-    k = _operand(ctx, k_ref, k_roles, scores.name, leaves)
-    v = _operand(ctx, v_ref, v_roles, context.name, leaves)
-    output, out_roles = _output(ctx, context.output(0), c_roles[2])
+    q = attention_operands.operand(ctx, q_ref, q_roles, scores.name, leaves)
+    k = attention_operands.operand(ctx, k_ref, k_roles, scores.name, leaves)
+    v = attention_operands.operand(ctx, v_ref, v_roles, context.name, leaves)
+    output, out_roles = attention_operands.output(ctx, context.output(0), c_roles[2])
     core = {*chain, *weight_nodes}
     side = [r for n in sorted(core) for r in graph.node(n).inputs if r.node not in core]
     side = [r for r in side if r not in (raw, probs)]
@@ -193,7 +131,7 @@ def _match(ctx: Context, scores: Node) -> AttentionMatch:
     _check_weights(ctx, weight_nodes, probs, masks, {raw.node, *chain, *softmax})
     for ref in side + [r for n in masks for r in graph.node(n).inputs]:
         if ref.node not in core | masks | {scores.name, raw.node}:
-            _add_leaf(ctx, ref, s_roles, leaves)
+            attention_operands.add_leaf(ctx, ref, s_roles, leaves)
     order = ctx.order.__getitem__
     match = AttentionMatch(
         scores.name,
@@ -214,10 +152,10 @@ def _match(ctx: Context, scores: Node) -> AttentionMatch:
         leaves,
     )
     if len(set(match.members)) != len(match.members):
-        raise _Refused("an op is on two paths of the attention")
+        raise Refused("an op is on two paths of the attention")
     _check_private(ctx, match)
     if len({ctx.liveness[n] for n in match.members}) > 1:
-        raise _Refused("its ops are alive under different control flow")
+        raise Refused("its ops are alive under different control flow")
     match.domain = _domain(graph, match)
     _check_acyclic(ctx, match)
     return match
@@ -229,9 +167,9 @@ def _scores_view(
     """The scores as the epilogue reads them: the product, or the transpose that is its only
     reader (with the result's letters permuted)."""
     raw = scores.output(0)
-    user = _only_user(ctx, raw)
+    user = only_user(ctx, raw)
     perm = transpose_perm(ctx.graph, user) if user is not None and user.op == "Transpose" else None
-    if user is None or perm is None or not _legal(ctx, user):
+    if user is None or perm is None or not legal(ctx, user):
         return raw, labels
     a, b, out = labels
     return user.output(0), (a, b, "".join(out[p] for p in perm))
@@ -255,15 +193,15 @@ def _score_chain(ctx: Context, scores: TensorRef) -> tuple[list[str], TensorRef]
         for user in _users(ctx, value):
             if user.op in _SHAPE_ONLY or user.name in reached:
                 continue
-            if not _elementwise(ctx, user) or not _compatible(user.outputs[0].shape, shape):
-                raise _Refused(
+            if not elementwise(ctx, user) or not _compatible(user.outputs[0].shape, shape):
+                raise Refused(
                     f"the scores reach the softmax through {user.name} ({user.op}), not only "
                     "through elementwise ops"
                 )
             reached.add(user.name)
             stack.append(user.output(0))
     if len(logits) != 1:
-        raise _Refused("the scores reach no softmax along the keys, or several")
+        raise Refused("the scores reach no softmax along the keys, or several")
     return sorted(reached, key=ctx.order.__getitem__), logits.pop()
 
 
@@ -284,12 +222,12 @@ def _weights(ctx: Context, probs: TensorRef) -> tuple[list[str], TensorRef]:
     nodes: list[str] = []
     value = probs
     shape = ctx.graph.info(probs).shape
-    while (user := _only_user(ctx, value)) is not None and _elementwise(ctx, user):
+    while (user := only_user(ctx, value)) is not None and elementwise(ctx, user):
         if user.outputs[0].shape != shape or user.inputs.count(value) != 1:
             break
         if user.op == "Mul":
             pass
-        elif user.op == "Cast" and ctx.graph.info(value).dtype in _FLOATS:
+        elif user.op == "Cast" and ctx.graph.info(value).dtype in FLOATS:
             pass  # computed in float32 (the kernel rounds its output alone)
         elif user.op in ("Select", "SelectV2") and value != user.inputs[0]:
             other = user.inputs[2] if user.inputs[1] == value else user.inputs[1]
@@ -311,7 +249,7 @@ def _masks(ctx: Context, side: list[TensorRef], members: set[str]) -> set[str]:
     while stack:
         name = stack.pop()
         node = ctx.graph.node(name)
-        if name in candidates or name in members or not _elementwise(ctx, node):
+        if name in candidates or name in members or not elementwise(ctx, node):
             continue
         candidates.add(name)
         if node.op not in _SHAPE_ONLY:
@@ -342,7 +280,7 @@ def _check_weights(
     while stack:
         ref = stack.pop()
         if ref.node in before:
-            raise _Refused(f"the probabilities' factor {ref} depends on the scores")
+            raise Refused(f"the probabilities' factor {ref} depends on the scores")
         node = ctx.graph.node(ref.node)
         if ref.node in masks and ref.node not in seen and node.op not in _SHAPE_ONLY:
             seen.add(ref.node)
@@ -362,12 +300,12 @@ def _softmax(ctx: Context, x: TensorRef) -> tuple[list[str], TensorRef]:
     users = [graph.node(u) for u in ctx.consumers.get(x, [])]
     if len(users) == 1:  # a Softmax op decompose-softmax left alone
         (op,) = users
-        _check_node(ctx, op)
+        check_node(ctx, op)
         return [op.name], op.output(0)
     m = next(u for u in users if u.op == "Max")
     sub = next(u for u in users if u.op == "Sub")
     last = (len(graph.info(x).shape or ()) - 1,)
-    exp = _only_user(ctx, sub.output(0))
+    exp = only_user(ctx, sub.output(0))
     if (
         reduction_axes(graph, m) != last
         or not m.attrs.get("keep_dims", False)
@@ -376,7 +314,7 @@ def _softmax(ctx: Context, x: TensorRef) -> tuple[list[str], TensorRef]:
         or exp is None
         or exp.op != "Exp"
     ):
-        raise _Refused("the scores' consumers are not a softmax along the keys")
+        raise Refused("the scores' consumers are not a softmax along the keys")
     users = [graph.node(u) for u in ctx.consumers.get(exp.output(0), [])]
     total = next((u for u in users if u.op == "Sum"), None)
     div = next((u for u in users if u.op == "RealDiv"), None)
@@ -389,95 +327,11 @@ def _softmax(ctx: Context, x: TensorRef) -> tuple[list[str], TensorRef]:
         or div.inputs != [exp.output(0), total.output(0)]
         or ctx.consumers.get(total.output(0)) != [div.name]
     ):
-        raise _Refused("the scores' consumers are not a softmax along the keys")
+        raise Refused("the scores' consumers are not a softmax along the keys")
     nodes = [m, sub, exp, total, div]
     for node in nodes:
-        _check_node(ctx, node)
+        check_node(ctx, node)
     return [n.name for n in nodes], div.output(0)
-
-
-# -- operands and the output -------------------------------------------------------------------
-def _operand(
-    ctx: Context,
-    ref: TensorRef,
-    roles: tuple[str, ...],
-    consumer: str,
-    leaves: dict[tuple[TensorRef, tuple[str, ...]], None],
-) -> Operand:
-    """Q, K or V as the kernel computes it: transposes peeled (their permutation moves the
-    roles), then elementwise ops of the operand's shape down to the tensors they read."""
-    graph = ctx.graph
-    transposes: list[str] = []
-    while True:
-        node = graph.node(ref.node)
-        perm = transpose_perm(graph, node) if node.op == "Transpose" else None
-        if perm is None or not _private(ctx, ref, consumer) or not _legal(ctx, node):
-            break
-        moved = [""] * len(perm)
-        for k, p in enumerate(perm):
-            moved[p] = roles[k]
-        roles, consumer, ref = tuple(moved), node.name, node.inputs[0]
-        transposes.append(node.name)
-    nodes: list[str] = []
-    _tree(ctx, ref, roles, consumer, nodes, leaves)
-    if len(nodes) > MAX_OPERAND_OPS:
-        raise _Refused(f"an operand is computed by {len(nodes)} ops (at most {MAX_OPERAND_OPS})")
-    return Operand(ref, roles, (*nodes, *reversed(transposes)))
-
-
-def _tree(
-    ctx: Context,
-    ref: TensorRef,
-    roles: tuple[str, ...],
-    consumer: str,
-    nodes: list[str],
-    leaves: dict[tuple[TensorRef, tuple[str, ...]], None],
-) -> None:
-    node = ctx.graph.node(ref.node)
-    shape = ctx.graph.info(ref).shape
-    if not (_private(ctx, ref, consumer) and _elementwise(ctx, node)):
-        _add_leaf(ctx, ref, roles, leaves)
-        return
-    for r in node.inputs:
-        if ctx.graph.info(r).shape == shape:
-            _tree(ctx, r, roles, node.name, nodes, leaves)
-        else:
-            _add_leaf(ctx, r, roles, leaves)
-    nodes.append(node.name)
-
-
-def _output(
-    ctx: Context, context: TensorRef, roles: tuple[str, ...]
-) -> tuple[TensorRef, tuple[str, ...]]:
-    """The context, or the transpose that is its only reader (written through its
-    permutation)."""
-    user = _only_user(ctx, context)
-    perm = transpose_perm(ctx.graph, user) if user is not None and user.op == "Transpose" else None
-    if user is None or perm is None or context in ctx.fetched or not _legal(ctx, user):
-        return context, roles
-    return user.output(0), tuple(roles[p] for p in perm)
-
-
-def _add_leaf(
-    ctx: Context,
-    ref: TensorRef,
-    roles: tuple[str, ...],
-    leaves: dict[tuple[TensorRef, tuple[str, ...]], None],
-) -> None:
-    """A tensor the kernel reads, aligned to the end of a value with `roles`."""
-    info = ctx.graph.info(ref)
-    if info.shape is None or len(info.shape) > len(roles):
-        raise _Refused(f"{ref} does not broadcast to its operand")
-    if info.dtype not in _FLOATS | {"bool"}:
-        raise _Refused(f"{ref} has dtype {info.dtype}")
-    leaves[(ref, aligned_roles(info.shape, roles))] = None
-
-
-def aligned_roles(shape: tuple[int | None, ...], roles: tuple[str, ...]) -> tuple[str, ...]:
-    """The roles of a tensor of `shape` broadcast against a value with `roles` (numpy style:
-    aligned at the end; a size-1 dim broadcasts)."""
-    aligned = roles[len(roles) - len(shape) :]
-    return tuple(BROADCAST if d == 1 else r for d, r in zip(shape, aligned, strict=True))
 
 
 # -- checks ------------------------------------------------------------------------------------
@@ -498,52 +352,7 @@ def _check_private(ctx: Context, match: AttentionMatch) -> None:
             if ref == match.output:
                 continue
             if ref in ctx.fetched or any(u not in members for u in ctx.consumers.get(ref, [])):
-                raise _Refused(f"{ref} is read outside the attention")
-
-
-def _only_user(ctx: Context, ref: TensorRef) -> Node | None:
-    users = ctx.consumers.get(ref, [])
-    if len(users) != 1 or ref in ctx.fetched:
-        return None
-    return ctx.graph.node(users[0])
-
-
-def _private(ctx: Context, ref: TensorRef, consumer: str) -> bool:
-    """Only `consumer` reads `ref`, and only through data edges (it need not be written)."""
-    return (
-        ctx.consumers.get(ref) == [consumer]
-        and ref not in ctx.fetched
-        and ref.node not in ctx.control_consumers
-    )
-
-
-def _elementwise(ctx: Context, node: Node) -> bool:
-    return op_spec(node.op).kind is OpKind.ELEMENTWISE and bool(node_legality(ctx, node))
-
-
-def _legal(ctx: Context, node: Node) -> bool:
-    try:
-        _check_node(ctx, node)
-    except _Refused:
-        return False
-    return True
-
-
-def _check_node(ctx: Context, node: Node) -> None:
-    """What `node_legality` asks of every stitched op, for the ops it knows no kind of."""
-    if node.control_inputs or node.name in ctx.control_consumers:
-        raise _Refused(f"{node.name} has control edges")
-    if node.device and "CPU" not in node.device.upper():
-        raise _Refused(f"{node.name} is placed on {node.device}")
-    for i, info in enumerate(node.outputs):
-        if node.output(i) in ctx.fed:
-            raise _Refused(f"{node.name} is fed")
-        if info.dtype not in _FLOATS or info.shape is None:
-            raise _Refused(f"{node.name} is not a float of known rank")
-    data = node.inputs[:1] if node.op in ("Max", "Sum", "Transpose") else node.inputs[:2]
-    for ref in data:
-        if ctx.graph.info(ref).dtype not in _FLOATS:
-            raise _Refused(f"{node.name} reads {ctx.graph.info(ref).dtype}")
+                raise Refused(f"{ref} is read outside the attention")
 
 
 def _domain(graph: Graph, match: AttentionMatch) -> tuple[int | None, ...]:
@@ -559,12 +368,12 @@ def _domain(graph: Graph, match: AttentionMatch) -> tuple[int | None, ...]:
     for role in [*match.batch, "i", "j", "d", "e"]:
         static = {s for s in sizes.get(role, set()) if s is not None}
         if len(static) > 1:
-            raise _Refused(f"the {role} axis has sizes {sorted(static)}")
+            raise Refused(f"the {role} axis has sizes {sorted(static)}")
         domain.append(static.pop() if static else None)
         if role not in sizes and role not in match.batch:
-            raise _Refused(f"no tensor the kernel reads spans the {role} axis")
+            raise Refused(f"no tensor the kernel reads spans the {role} axis")
     if domain[-2] is None or domain[-1] is None:
-        raise _Refused("the head dims are of unknown size")
+        raise Refused("the head dims are of unknown size")
     return tuple(domain)
 
 
@@ -577,7 +386,7 @@ def _check_acyclic(ctx: Context, match: AttentionMatch) -> None:
     while stack:
         name = stack.pop()
         if name in members:
-            raise _Refused(f"a tensor the kernel reads depends on {name}, which it replaces")
+            raise Refused(f"a tensor the kernel reads depends on {name}, which it replaces")
         if name in seen or ctx.order[name] < first:
             continue
         seen.add(name)

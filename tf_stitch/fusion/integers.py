@@ -28,7 +28,7 @@ from collections.abc import Callable
 import numpy as np
 
 from tf_stitch.fusion.decision import Decision, allow, forbid
-from tf_stitch.fusion.layout import wrapped_indices
+from tf_stitch.fusion.layout_placer import wrapped_indices
 from tf_stitch.fusion.op_kinds import (
     HALF_DTYPES,
     INT_DIVISIONS,
@@ -137,7 +137,7 @@ def _whole(x: float, rounding: Callable[[float], int]) -> float:
 
 def _wraps_gathered_ids(graph: Graph, node: Node, consumers: dict[TensorRef, list[str]]) -> bool:
     """Whether `node` is Keras' `where(ids < 0, ids + rows, ids)` of a gather from a table of
-    `rows` rows: a gather's kernel reads the ids and wraps them itself (layout.py), so the
+    `rows` rows: a gather's kernel reads the ids and wraps them itself (layout_placer.py), so the
     select must not hide them in another kernel."""
     for name in consumers.get(node.output(0), []):
         reader = graph.node(name)

@@ -14,7 +14,7 @@ from tensorflow.python.framework import op_def_registry
 
 from tf_stitch.fusion.decision import Decision, allow, forbid
 from tf_stitch.fusion.integers import integer_legality
-from tf_stitch.fusion.layout import OUTER, Layout, fmt
+from tf_stitch.fusion.layout_types import OUTER, Layout, fmt
 from tf_stitch.fusion.op_kinds import (
     FLOAT_DTYPES,
     FUSIBLE_DTYPES,

@@ -32,12 +32,12 @@ from dataclasses import dataclass, field
 
 import tensorflow as tf
 
+from tf_stitch.fusion.dim_relations import Dim
 from tf_stitch.fusion.symbolic_dims import (
     SEED_DIMS,
     SEED_ELEMENT_DIMS,
     SEED_ELEMENT_SIZES,
     SEED_ELEMENT_VALUES,
-    Dim,
     SymbolicDims,
     seed_classes,
 )

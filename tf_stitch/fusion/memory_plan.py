@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tf_stitch.fusion.decision import Decision, allow, forbid
-from tf_stitch.fusion.layout import Layout, data_inputs
+from tf_stitch.fusion.layout_types import Layout, data_inputs
 from tf_stitch.fusion.op_kinds import buffer_itemsize, op_spec
 from tf_stitch.graph.ir import Graph, Node, TensorRef
 

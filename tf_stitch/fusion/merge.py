@@ -7,7 +7,8 @@ import math
 from collections import deque
 
 from tf_stitch.fusion.decision import Decision, allow, forbid
-from tf_stitch.fusion.layout import analyze, fmt
+from tf_stitch.fusion.layout import analyze
+from tf_stitch.fusion.layout_types import fmt
 from tf_stitch.fusion.legality import (
     NOT_COMPUTE,
     Context,

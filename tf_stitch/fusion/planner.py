@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tf_stitch.fusion.attention import AttentionMatch, find_attention
+from tf_stitch.fusion.attention import find_attention
+from tf_stitch.fusion.attention_match import AttentionMatch
 from tf_stitch.fusion.cost_model import ROW_GUESS, attention_block_rows
 from tf_stitch.fusion.critical_path import critical_path
 from tf_stitch.fusion.decision import Decision, Record, RecordKind, Records, allow, forbid
 from tf_stitch.fusion.integers import runs_on_the_host
-from tf_stitch.fusion.layout import Layout, analyze, data_inputs
+from tf_stitch.fusion.layout import analyze
+from tf_stitch.fusion.layout_types import Layout, data_inputs
 from tf_stitch.fusion.legality import (
     NOT_COMPUTE,
     Context,

@@ -8,7 +8,7 @@ whole variable: an embedding table of 50,000 x 128 floats read for a gather of 4
 4.6 ms a call more (w2v, 7.2 -> 11.8 ms). Where every reader of the value is a StitchedKernel
 that can run on the variable's device, the Placeholder becomes the variable's resource handle
 and the kernels read its tensor in place, under its shared lock, as ResourceGather does
-(`VariableLocks` in runtime/stitched_kernel_op.cc).
+(`VariableLocks` in runtime/op/kernel_base.h).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ the executor to dispatch on a CPU (25 of the 50 ops of an MLP's Adam step). Wher
 value is an output of a StitchedKernel that nothing else reads, the kernel becomes a
 `StitchedKernelAssign`: it takes the variable's resource handle and, once its outputs are
 computed, makes that output the variable's value as the AssignVariableOp would (under the
-variable's lock; runtime/stitched_kernel_op.cc). The AssignVariableOp goes; the kernel waits
+variable's lock; runtime/op/kernel_base.h). The AssignVariableOp goes; the kernel waits
 for what the write waited for (its control inputs: the variable's reads before it) and what
 waited for the write waits for the kernel, so the order of every access to the variable is
 TensorFlow's (and `validate_shape` its check). A value also read or fetched, a control input

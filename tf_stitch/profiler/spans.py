@@ -35,7 +35,7 @@ _RECORD, _START, _STOP = (
     "ThreadpoolListener::StartRegion",
     "ThreadpoolListener::StopRegion",
 )
-KERNEL_EVENT = "StitchedKernel::Run"  # recorded by the op (runtime/stitched_kernel_op.cc)
+KERNEL_EVENT = "StitchedKernel::Run"  # recorded by the op (runtime/op/kernel_cpu.cc)
 
 
 @dataclass

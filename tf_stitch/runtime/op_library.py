@@ -1,8 +1,8 @@
 """Builds, caches and loads the TensorFlow op library that defines `StitchedKernel`.
 
 An install of tf_stitch carries the library, built by setup.py (prebuilt.py); it is loaded when
-it matches the op source, TensorFlow and machine. Otherwise the library is compiled once from
-`stitched_kernel_op.cc` against the installed TensorFlow and kept at
+it matches the op sources, TensorFlow and machine. Otherwise the library is compiled once from
+the sources in `tf_stitch/runtime/op/` against the installed TensorFlow and kept at
 `cache_dir()/ops/<key>/libstitched_kernel_op.so`, where the key covers the source (and so its
 `kOpLibraryVersion`), the TensorFlow version, the compile flags and the compiler. The compiler
 is `$CXX`, else `c++`.
@@ -40,10 +40,10 @@ from tf_stitch.runtime.kernel_compiler import (
 __all__ = [
     "BUILD_TIMEOUT_S",
     "LIBRARY_NAME",
-    "OP_SOURCE",
+    "OP_DIR",
     "OpLibraryBuildError",
     "build",
-    "build_command",
+    "build_commands",
     "load",
     "load_if_possible",
     "loaded_path",
@@ -53,8 +53,7 @@ __all__ = [
     "stitched_kernel",
 ]
 
-OP_SOURCE = prebuilt.OP_SOURCE
-OP_HEADERS = prebuilt.OP_HEADERS
+OP_DIR = prebuilt.OP_DIR
 LIBRARY_NAME = prebuilt.LIBRARY_NAME
 BUILD_TIMEOUT_S = 600.0
 _VERSION_RE = re.compile(r"constexpr int kOpLibraryVersion = (\d+);")
@@ -81,13 +80,14 @@ def op_library_version() -> int:
     """The `kOpLibraryVersion` constant of the op source."""
     match = _VERSION_RE.search(_source())
     if match is None:
-        raise OpLibraryBuildError(f"{OP_SOURCE} defines no kOpLibraryVersion")
+        raise OpLibraryBuildError(f"no source in {OP_DIR} defines kOpLibraryVersion")
     return int(match.group(1))
 
 
-def build_command(output: Path, source: Path = OP_SOURCE) -> list[str]:
-    """The command that compiles the op library from `source` into `output`."""
-    return prebuilt.build_command(output, source)
+def build_commands(output: Path, objects: Path) -> tuple[list[list[str]], list[str]]:
+    """The commands that compile the op library's sources into `objects` and link them into
+    `output`."""
+    return prebuilt.build_commands(output, objects)
 
 
 def set_graph_rewriter(rewriter: Any) -> None:
@@ -119,7 +119,7 @@ def op_library_key() -> str:
         "source": _source(),
         "version": op_library_version(),
         "tensorflow": tf.version.VERSION,
-        "flags": build_command(Path("OUT"), Path("SRC")),
+        "flags": build_commands(Path("OUT"), Path("OBJ")),
         "compiler": identity,
     }
     blob = json.dumps(material, sort_keys=True).encode()
@@ -140,7 +140,7 @@ def _compile(output: Path) -> None:
     with leftovers.scratch_dir() as scratch:  # the compiler never writes into the cache
         built = scratch / LIBRARY_NAME
         try:
-            run_compiler(build_command(built), timeout=BUILD_TIMEOUT_S)
+            prebuilt.build_library(built, lambda c: run_compiler(c, timeout=BUILD_TIMEOUT_S))
         except KernelCompileError as e:
             message = f"building the StitchedKernel op library failed: {e}"
             raise OpLibraryBuildError(message) from None

@@ -18,22 +18,25 @@ import platform
 import shlex
 import subprocess
 import tempfile
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 RUNTIME_DIR = Path(__file__).resolve().parent
 PACKAGED_DIR = RUNTIME_DIR / "_ops"
 LIBRARY_NAME = "libstitched_kernel_op.so"
 STAMP_NAME = "libstitched_kernel_op.json"
-OP_SOURCE = RUNTIME_DIR / "stitched_kernel_op.cc"
-PASS_SOURCE = RUNTIME_DIR / "graph_pass.cc"  # tf_stitch.enable()'s graph optimization pass
-OP_HEADERS = tuple(RUNTIME_DIR / n for n in ("cuda_driver.h", "sha256.h", "stitched_kernel_gpu.h"))
-BASE_FLAGS = ("-std=c++17", "-shared", "-fPIC", "-O2")
+# The op library's sources: the ops, their kernels, tf_stitch.enable()'s graph optimization pass
+# (op/common.h says which file holds what). Every .cc is compiled on its own, all at once.
+OP_DIR = RUNTIME_DIR / "op"
+OP_SOURCES = tuple(sorted(OP_DIR.glob("*.cc")))
+OP_HEADERS = tuple(sorted(OP_DIR.glob("*.h")))
+BASE_FLAGS = ("-std=c++17", "-fPIC", "-O2")  # and TensorFlow's compile flags
 
 
 def source_text() -> str:
-    """The op source and its headers, as one text (what a library's identity covers)."""
-    sources = (OP_SOURCE, PASS_SOURCE, *OP_HEADERS)
-    return "\n".join(p.read_text(encoding="utf-8") for p in sources)
+    """The op sources and their headers, as one text (what a library's identity covers)."""
+    return "\n".join(p.read_text(encoding="utf-8") for p in (*OP_SOURCES, *OP_HEADERS))
 
 
 def source_digest() -> str:
@@ -45,23 +48,57 @@ def compiler() -> tuple[str, ...]:
     return tuple(shlex.split(os.environ.get("CXX") or "c++"))
 
 
-def build_command(
-    output: Path, source: Path = OP_SOURCE, pass_source: Path = PASS_SOURCE
-) -> list[str]:
-    """The command that compiles the op library from `source` and the graph optimization pass
-    from `pass_source` into `output`."""
+def build_commands(output: Path, objects: Path) -> tuple[list[list[str]], list[str]]:
+    """The commands that build the op library into `output`: one compile per source (each
+    writing its object file into the directory `objects`), then the link."""
     import tensorflow as tf
 
-    return [
+    compiles = [
+        [
+            *compiler(),
+            *BASE_FLAGS,
+            *tf.sysconfig.get_compile_flags(),
+            "-c",
+            str(source),
+            "-o",
+            str(objects / f"{source.stem}.o"),
+        ]
+        for source in OP_SOURCES
+    ]
+    link = [
         *compiler(),
-        *BASE_FLAGS,
-        *tf.sysconfig.get_compile_flags(),
+        "-shared",
         "-o",
         str(output),
-        str(source),
-        str(pass_source),
+        *(c[-1] for c in compiles),
         *tf.sysconfig.get_link_flags(),
     ]
+    return compiles, link
+
+
+def build_library(
+    output: Path, run: Callable[[list[str]], object], workers: int | None = None
+) -> None:
+    """Builds the op library into `output`: the sources compiled at once, one per core, by
+    `run` (which raises if a command fails), then linked. The objects go to a temporary
+    directory, removed after."""
+    with tempfile.TemporaryDirectory(prefix="tf_stitch_op_objects_") as objects:
+        compiles, link = build_commands(output, Path(objects))
+        cores = workers or max(1, min(len(compiles), os.cpu_count() or 1))
+        with ThreadPoolExecutor(max_workers=cores) as pool:
+            for _ in pool.map(run, compiles):  # the first failure is raised
+                pass
+        run(link)
+
+
+def _run(command: list[str], timeout: float) -> None:
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise RuntimeError(f"cannot run {shlex.join(command)}: {e}") from None
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-20:])
+        raise RuntimeError(f"{shlex.join(command)} failed:\n{tail}")
 
 
 def identity() -> dict[str, str]:
@@ -96,16 +133,7 @@ def build_into(directory: Path, timeout: float = 600.0) -> Path:
     os.close(fd)
     tmp = Path(name)
     try:
-        command = build_command(tmp)
-        try:
-            done = subprocess.run(
-                command, capture_output=True, text=True, timeout=timeout, check=False
-            )
-        except (OSError, subprocess.TimeoutExpired) as e:
-            raise RuntimeError(f"cannot run {shlex.join(command)}: {e}") from None
-        if done.returncode != 0:
-            tail = "\n".join(done.stderr.strip().splitlines()[-20:])
-            raise RuntimeError(f"{shlex.join(command)} failed:\n{tail}")
+        build_library(tmp, lambda command: _run(command, timeout))
         os.chmod(tmp, 0o755)  # mkstemp made it private; every user of the install loads it
         os.replace(tmp, directory / LIBRARY_NAME)
         stamp_tmp = directory / f".{STAMP_NAME}.tmp"

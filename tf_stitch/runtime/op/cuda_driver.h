@@ -1,4 +1,4 @@
-// tf_stitch/runtime/cuda_driver.h
+// tf_stitch/runtime/op/cuda_driver.h
 //
 // The few CUDA driver API calls the GPU kernel of StitchedKernel makes, resolved lazily from
 // libcuda.so.1 with dlopen: the op library never links the driver, so it loads (and its CPU

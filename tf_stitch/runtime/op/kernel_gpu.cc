@@ -1,7 +1,6 @@
-// tf_stitch/runtime/stitched_kernel_gpu.h
+// tf_stitch/runtime/op/kernel_gpu.cc
 //
-// The GPU kernel of StitchedKernel (part of stitched_kernel_op.cc, which includes it after
-// StitchedKernelBase). It launches the kernel's CUDA build, a fatbin at
+// The GPU kernel of StitchedKernel. It launches the kernel's CUDA build, a fatbin at
 // <cache_dir>/cuda/<cuda_key[:2]>/<cuda_key>.fatbin (tf_stitch.runtime.cuda_compiler), on the
 // op's CUDA stream through the driver API (cuda_driver.h), with TensorFlow allocating the
 // outputs (or from the fatbin the node carries, `cuda_binary`, when the cache lacks it). The
@@ -16,16 +15,17 @@
 // a block per unit (`cuda_launch: "blocks"`) or a thread per element ("elements"; the elements
 // of a unit are the product of `row_dims`), capped: the kernels stride over the rest.
 
-#ifndef TF_STITCH_RUNTIME_STITCHED_KERNEL_GPU_H_
-#define TF_STITCH_RUNTIME_STITCHED_KERNEL_GPU_H_
-
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <string>
 #include <utility>
+#include <vector>
 
-#include "tensorflow/core/framework/device_base.h"
 #include "cuda_driver.h"
+#include "kernel_base.h"
+#include "kernel_files.h"
+#include "tensorflow/core/framework/device_base.h"
 #include "xla/stream_executor/stream.h"
 
 namespace tf_stitch {
@@ -242,6 +242,16 @@ class StitchedKernelGpuOp : public StitchedKernelBase {
 };
 
 }  // namespace
-}  // namespace tf_stitch
 
-#endif  // TF_STITCH_RUNTIME_STITCHED_KERNEL_GPU_H_
+using ::tensorflow::register_kernel::Name;
+REGISTER_KERNEL_BUILDER(
+    Name("StitchedKernel").Device(::tensorflow::DEVICE_GPU).Label("cuda"),
+    StitchedKernelGpuOp);
+// A variable's resource handle lives in host memory, wherever its value is.
+REGISTER_KERNEL_BUILDER(Name("StitchedKernelAssign")
+                            .Device(::tensorflow::DEVICE_GPU)
+                            .Label("cuda")
+                            .HostMemory("variables"),
+                        StitchedKernelGpuOp);
+
+}  // namespace tf_stitch
