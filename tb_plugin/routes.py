@@ -25,6 +25,7 @@ from typing import Any
 from tensorboard.backend import http_util
 from werkzeug import wrappers
 
+from tb_plugin import metadata
 from tb_plugin.store import BadRequest, Corrupt, NotFound, Store
 
 logger = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ logger = logging.getLogger(__name__)
 MAX_LIMIT = 20_000
 MAX_K = 1_000
 MAX_PARAM = 1_000  # characters of any one query parameter
-LEVELS = ("model", "layer", "op", "library", "kernel")
+LEVELS = metadata.LEVELS
 
 Handler = Callable[[Store, Any], Any]
 
@@ -124,6 +125,7 @@ def spans(store: Store, args: Any) -> Any:
         "steps": steps,
         "total": len(rows),
         "offset": offset,
+        "levels": list(LEVELS),  # outermost first: the tab draws them in this order
         "spans": page.to_dict("records"),
     }
 

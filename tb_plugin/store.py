@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 import threading
 from collections import OrderedDict
@@ -27,14 +26,12 @@ from werkzeug.security import safe_join
 
 from tb_plugin import metadata
 
-PROFILE_META, PROFILE_SPANS, PROFILE_KERNELS = "meta.json", "spans.jsonl.gz", "kernels.json"
-PROFILE_OPS = "ops.json.gz"
+PROFILE_META, PROFILE_SPANS = metadata.PROFILE_META, metadata.PROFILE_SPANS
+PROFILE_KERNELS, PROFILE_OPS = metadata.PROFILE_KERNELS, metadata.PROFILE_OPS
 # Every file of a profile run the tab (through tf_stitch.Profile.load) may open.
 PROFILE_FILES = (PROFILE_META, PROFILE_SPANS, PROFILE_KERNELS, PROFILE_OPS)
-BENCH_FILE = "bench.json"
-MAX_RUN_NAME = 255
+BENCH_FILE = metadata.BENCH_FILE
 MAX_CACHED_PROFILES = 16
-_BAD_NAME = re.compile(r"[/\\\x00]|\.\.|^\.?$|^[A-Za-z]:")
 
 
 class BadRequest(ValueError):
@@ -53,7 +50,7 @@ def check_name(name: str | None, what: str = "run") -> str:
     """`name` if it can only name an entry directly inside a folder; BadRequest otherwise."""
     if name is None or name == "":
         raise BadRequest(f"missing {what}")
-    if len(name) > MAX_RUN_NAME or _BAD_NAME.search(name) or os.path.isabs(name):
+    if metadata.run_name_problem(name):
         raise BadRequest(f"invalid {what} name {name[:80]!r}")
     return name
 

@@ -2,7 +2,6 @@
 // and `tf-stitch bench` runs (kernels per step against XLA). Plain DOM and SVG, no
 // third-party code; the data comes from this plugin's JSON routes (routes.py).
 
-const LEVELS = ['model', 'layer', 'op', 'library', 'kernel'];
 const SVG = 'http://www.w3.org/2000/svg';
 const KERNEL_COLUMNS = [
   ['tf', 'TensorFlow'],
@@ -83,14 +82,15 @@ function lanes(spans) {
   });
 }
 
-function timeline(container, spans, tooltip) {
+// `levels`: the profile's levels, outermost first, as the server names them (metadata.LEVELS).
+function timeline(container, spans, levels, tooltip) {
   const width = 1100;
   const rowHeight = 18;
   const root = spans.find((s) => s.parent === -1);
   const total = root ? root.end_ns : Math.max(...spans.map((s) => s.end_ns), 1);
   let zoom = 1;
   const rows = [];
-  for (const level of LEVELS) {
+  for (const level of levels) {
     const these = spans.filter((s) => s.level === level).sort((a, b) => a.start_ns - b.start_ns);
     if (!these.length) continue;
     const laneOf = lanes(these);
@@ -109,7 +109,7 @@ function timeline(container, spans, tooltip) {
         const x = 90 + (s.start_ns / total) * width * zoom;
         const w = Math.max(((s.end_ns - s.start_ns) / total) * width * zoom, 0.5);
         const rect = svg('rect', {x, y: y + row.laneOf[i] * rowHeight, width: w,
-          height: rowHeight - 2, fill: THEME.levels[LEVELS.indexOf(row.level)],
+          height: rowHeight - 2, fill: THEME.levels[levels.indexOf(row.level)],
           'data-level': row.level, 'data-name': s.name, class: 'span'});
         rect.addEventListener('mousemove', (event) => {
           tooltip.textContent = `${s.level}: ${s.name} (${s.type}) · raw ${ms(s.raw_ns)} ms · ` +
@@ -201,7 +201,7 @@ async function drawProfile(run, area, tooltip) {
   area.replaceChildren(summary, timelineArea, tablesArea, kernelsArea);
   try {
     const page = await getJson('spans', {run, step: 0, limit: 20000});
-    timeline(timelineArea, page.spans, tooltip);
+    timeline(timelineArea, page.spans, page.levels, tooltip);
     if (page.total > page.spans.length) {
       timelineArea.append(el('p', {}, `Showing ${page.spans.length} of ${page.total} spans.`));
     }

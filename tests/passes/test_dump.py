@@ -15,6 +15,7 @@ from tf_stitch.graph.io import graph_to_graph_def
 from tf_stitch.graph.ir import Graph
 from tf_stitch.passes.base import KernelInfo, PassContext
 from tf_stitch.passes.dump import Dumper
+from tf_stitch.passes.stitch import stitch
 
 
 def graph() -> Graph:
@@ -80,3 +81,17 @@ def test_empty_plan_still_writes_files(tmp_path: Path) -> None:
     Dumper(tmp_path).finish(graph(), PassContext())
     assert (tmp_path / "plan.txt").read_text() == "\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["optimized.pb", "plan.txt", "repro.py"]
+
+
+def test_groups_txt_names_each_group_s_members(tmp_path: Path) -> None:
+    def build() -> None:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 3], name="x")
+        tf.exp(tf.nn.relu(x), name="out")
+
+    g = v1_graph(build)
+    ctx = PassContext()
+    stitch.run(g, ctx)
+    assert ctx.plan is not None and ctx.plan.groups
+    Dumper(tmp_path).finish(g, ctx)
+    groups = (tmp_path / "groups.txt").read_text().splitlines()
+    assert groups == [f"group {g.id}: {', '.join(g.names)}" for g in ctx.plan.groups]

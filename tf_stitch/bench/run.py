@@ -14,13 +14,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TextIO
 
+from tb_plugin import metadata
 from tf_stitch.bench import report
 from tf_stitch.bench.measure import KERNEL_COLUMNS, Measurement, measure_function
 from tf_stitch.progress import Progress
 from tf_stitch.runtime.cache import atomic_write, replace_dir
 
 JSON_NAME, MARKDOWN_NAME, TENSORBOARD_DIR = "bench.json", "bench.md", "tensorboard"
-PLUGIN_FILE = "bench.json"  # under <run>/plugins/tf_stitch/, for the TensorBoard tab
+PLUGIN_FILE = metadata.BENCH_FILE  # under <run>/plugins/tf_stitch/, for the TensorBoard tab
 STAGES = 7  # build, optimize, check, count, XLA:GPU x2, timing
 
 
@@ -93,8 +94,6 @@ def write_tensorboard_run(out: Path, run: str, doc: dict[str, Any], table: str) 
     """A TensorBoard run `out/tensorboard/<run>`: the table as a text summary (Text tab) and the
     JSON document under plugins/tf_stitch/ (the tf_stitch tab). Built aside, then moved in."""
     import tensorflow as tf
-
-    from tb_plugin import metadata
 
     def fill(staging: Path) -> None:
         writer = tf.summary.create_file_writer(str(staging))

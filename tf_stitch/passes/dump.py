@@ -1,4 +1,5 @@
-"""TF_STITCH_DUMP_DIR: the graph after each pass, the plan, the kernels and a runnable repro."""
+"""TF_STITCH_DUMP_DIR: the graph after each pass, the plan (decisions, groups), the kernels and a
+runnable repro."""
 
 from __future__ import annotations
 
@@ -51,6 +52,9 @@ class Dumper:
 
     def finish(self, graph: Graph, ctx: PassContext) -> None:
         (self.root / "plan.txt").write_text("\n".join(str(r) for r in ctx.records) + "\n")
+        if ctx.plan and ctx.plan.groups:  # which ops each group has (the stitch pass's plan)
+            groups = [f"group {g.id}: {', '.join(g.names)}" for g in ctx.plan.groups]
+            (self.root / "groups.txt").write_text("\n".join(groups) + "\n")
         for k in ctx.kernels:
             (self.root / f"{k.name}.cc").write_text(k.source)
         (self.root / "optimized.pb").write_bytes(graph_to_graph_def(graph).SerializeToString())

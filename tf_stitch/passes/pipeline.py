@@ -21,7 +21,7 @@ from tf_stitch.passes.batch_matmuls import batch_matmuls
 from tf_stitch.passes.batched_weight_grads import batched_weight_grads
 from tf_stitch.passes.broadcast_grads import broadcast_grads
 from tf_stitch.passes.broadcast_likes import broadcast_likes
-from tf_stitch.passes.cleanup import cleanup
+from tf_stitch.passes.colocations import drop_dangling_colocations
 from tf_stitch.passes.common_subexpressions import eliminate_common_subexpressions
 from tf_stitch.passes.concat_grads import concat_grads
 from tf_stitch.passes.constant_views import fold_constant_views
@@ -109,7 +109,7 @@ PIPELINE: tuple[Pass, ...] = (
     rejoin_view_copies,  # slice copies that joined no kernel -> one slice again
     restore_bias_adds,  # bias adds left to TensorFlow are BiasAdds again (its remapper's pattern)
     prune,  # drop constants only the groups read
-    cleanup,  # remove planning marks
+    drop_dangling_colocations,  # colocations with nodes that are gone
     keep_fetch_names,  # fetched tensors a pass moved get their requested names back
 )
 

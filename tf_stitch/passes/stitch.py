@@ -1,16 +1,12 @@
-"""stitch: plans the fusion groups (FusionStitching) and marks their members.
-
-Each member gets a `_stitch_group` attribute (visible in dumps); the plan, with every decision
-and its reason, goes to the context for `outline` and `explain()`.
-"""
+"""stitch: plans the fusion groups (FusionStitching) and hands the plan to `outline` (ctx.plan),
+with every decision and its reason to the context's records (explain()). The graph itself is
+not changed: the groups are in the plan (and in a dump's plan.txt)."""
 
 from __future__ import annotations
 
 from tf_stitch.fusion.planner import PlannerOptions, plan_groups
 from tf_stitch.graph.ir import Graph
 from tf_stitch.passes.base import PassContext, graph_pass
-
-GROUP_ATTR = "_stitch_group"
 
 
 @graph_pass("stitch")
@@ -24,8 +20,4 @@ def stitch(graph: Graph, ctx: PassContext) -> Graph:
     plan = plan_groups(graph, options)
     ctx.plan = plan
     ctx.records.extend(plan.records)
-    out = graph.copy()
-    for group in plan.groups:
-        for name in group.names:
-            out.node(name).attrs[GROUP_ATTR] = f"g{group.id}".encode()
-    return out
+    return graph.copy()

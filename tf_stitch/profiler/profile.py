@@ -21,23 +21,28 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from tb_plugin import metadata
 from tf_stitch.profiler.export_chrome import chrome_trace, write_chrome_trace
 from tf_stitch.profiler.leveled import TRIM
 from tf_stitch.profiler.op_table import OP_COLUMNS
 from tf_stitch.profiler.spans import LEVELS
 from tf_stitch.runtime.cache import replace_dir
 
-STORE_DIR = Path("plugins") / "tf_stitch"
-SPANS_FILE, META_FILE, TRACE_FILE = "spans.jsonl.gz", "meta.json", "trace.json.gz"
-KERNELS_FILE = "kernels.json"  # the fusion groups of a profiled tf_stitch-optimized graph
-OPS_FILE = "ops.json.gz"  # the graph's nodes with shapes (`op_table`), for the cost analyses
+# Where the tab looks for profiles and what it opens (tb_plugin/metadata.py owns the names).
+STORE_DIR = Path(metadata.PROFILES_DIR)
+SPANS_FILE, META_FILE, TRACE_FILE = (
+    metadata.PROFILE_SPANS,
+    metadata.PROFILE_META,
+    metadata.PROFILE_TRACE,
+)
+KERNELS_FILE = metadata.PROFILE_KERNELS  # the fusion groups of a profiled optimized graph
+OPS_FILE = metadata.PROFILE_OPS  # the graph's nodes with shapes (`op_table`)
 COLUMNS = [
     "step",
     "id",
@@ -55,15 +60,14 @@ COLUMNS = [
     "run",
     "cpu_ns",
 ]
-_BAD_RUN = re.compile(r"[/\\\x00]|\.\.|^\.?$")
 
 
 def check_run_name(run: str) -> str:
-    """`run` if it can name a directory inside the logdir; ValueError otherwise."""
-    if _BAD_RUN.search(run):
-        raise ValueError(
-            f"invalid run name {run!r}: it must not be empty, '.', '..' or contain a path separator"
-        )
+    """`run` if it can name a directory inside the logdir that the tab will open; ValueError
+    otherwise."""
+    problem = metadata.run_name_problem(run)
+    if problem:
+        raise ValueError(f"invalid run name {run[:80]!r}: {problem}")
     return run
 
 

@@ -24,12 +24,13 @@ import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from tb_plugin import metadata
 from tf_stitch.profiler.intervals import share_overlaps
 from tf_stitch.profiler.layers import FRAMEWORK_CALL, FRAMEWORK_RETURN, layer_of, model_scope
 from tf_stitch.profiler.op_launches import op_run_of
 from tf_stitch.profiler.xplane import StepInterval, TraceEvent
 
-LEVELS = ("model", "layer", "op", "library", "kernel")
+LEVELS = metadata.LEVELS  # outermost first (tb_plugin/metadata.py owns them)
 _RECORD, _START, _STOP = (
     "ThreadpoolListener::Record",
     "ThreadpoolListener::StartRegion",

@@ -1,23 +1,21 @@
-"""cleanup: removes what the rewrites leave dangling: the planning marks that `stitch` left on
-groups that were not outlined, and colocation constraints (`_class: loc:@name`, which TF1's
-`tf.cond` puts on its Switches) naming nodes that are gone, which TensorFlow refuses to import."""
+"""dangling_colocations: drops the colocation constraints (`_class: loc:@name`, which TF1's
+`tf.cond` puts on its Switches) that name nodes the rewrites removed: TensorFlow refuses to
+import a graph with one."""
 
 from __future__ import annotations
 
 from tf_stitch.graph.ir import AttrList, Graph
 from tf_stitch.passes.base import PassContext, graph_pass
-from tf_stitch.passes.stitch import GROUP_ATTR
 
 COLOCATION_ATTR = "_class"
 _LOC = b"loc:@"
 
 
-@graph_pass("cleanup")
-def cleanup(graph: Graph, ctx: PassContext) -> Graph:
-    """Drops `_stitch_group` attributes and colocations with removed nodes."""
+@graph_pass("dangling_colocations")
+def drop_dangling_colocations(graph: Graph, ctx: PassContext) -> Graph:
+    """Drops colocations with removed nodes."""
     out = graph.copy()
     for node in out:
-        node.attrs.pop(GROUP_ATTR, None)
         classes = node.attrs.get(COLOCATION_ATTR)
         if not isinstance(classes, AttrList):
             continue
