@@ -47,7 +47,7 @@ setup(
     package_data={
         "tf_stitch.runtime": ["op/*.cc", "op/*.h", "_ops/*"],
         "tf_stitch.codegen": ["*.h"],
-        "tf_stitch.profiler": ["xla_gpu_targets/*.txtpb"],
+        "tf_stitch.launches": ["xla_gpu_targets/*.txtpb"],
         "tb_plugin": ["static/*"],
     },
     install_requires=[

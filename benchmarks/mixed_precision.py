@@ -156,7 +156,7 @@ def measure(name: str, policy: str, xla_gpu: bool) -> Row:
         print(f"{name} {policy}: no GPU model count: {e}", file=sys.stderr)
     xla = None
     if xla_gpu:
-        from tf_stitch.profiler.xla_gpu import count_xla_gpu_launches
+        from tf_stitch.launches.xla_gpu import count_xla_gpu_launches
 
         counts = [
             count_xla_gpu_launches(original, inputs, triton_gemm=t).total for t in (True, False)

@@ -10,7 +10,7 @@ the optimizer's writes are TensorFlow's own ops), and for the counts and timings
 copy. It prints, per model: the largest relative difference of the loss over `--steps` steps
 and of the weights after them (targets: 1e-4), kernels per step (TensorFlow's and tf_stitch's
 executor traces, XLA:CPU's and a deviceless H100's optimized HLO, the GPU model of
-`profiler/gpu_launches.py`), and the step time of TensorFlow, XLA:CPU (`jit_compile=True`)
+`launches/gpu_launches.py`), and the step time of TensorFlow, XLA:CPU (`jit_compile=True`)
 and tf_stitch called in turn in every round (medians, min-max).
 """
 

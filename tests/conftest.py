@@ -12,7 +12,7 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # The same TensorFlow on every CPU: oneDNN on, which TensorFlow turns on by itself only on some
 # CPUs (not on AMD EPYCs), so that graphs planned for a GPU (NCHW convolutions) run on the host.
-# tests/test_launches.py checks the other case in a process of its own.
+# tests/launches/test_report.py checks the other case in a process of its own.
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 import tensorflow as tf

@@ -14,7 +14,7 @@ from tb_plugin import metadata
 from tf_stitch import cli
 from tf_stitch.bench import run_bench
 from tf_stitch.bench.run import JSON_NAME, MARKDOWN_NAME, PLUGIN_FILE, TENSORBOARD_DIR
-from tf_stitch.profiler.xla_gpu import unavailable
+from tf_stitch.launches.xla_gpu import unavailable
 from tf_stitch.workloads import WORKLOADS
 
 GPU_TARGET = None if unavailable() else "h100"

@@ -55,7 +55,7 @@ def count_gpu_plan(
 
     import tf_stitch
     from tf_stitch.bench.measure import max_error
-    from tf_stitch.profiler.gpu_launches import count_gpu_launches
+    from tf_stitch.launches.gpu_launches import count_gpu_launches
     from tf_stitch.profiler.op_launches import count_tf_launches
 
     original = tf.function(fn, input_signature=list(signature))

@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_stitch.bench.latency_ratio import confirm, paired_ratio, unsure
-from tf_stitch.profiler import xla_gpu
+from tf_stitch.launches import xla_gpu
 from tf_stitch.profiler.stability import Estimate
 from tf_stitch.profiler.timing import Latency, interleaved
 

@@ -1,6 +1,6 @@
 """A typed view of a traced function's ops, without freezing it: names, op types, attributes
 that describe layouts, and the dtypes and shapes of inputs and outputs. No weights are read;
-it is what launch models need of the graph TensorFlow runs (e.g. `profiler/gpu_launches.py`
+it is what launch models need of the graph TensorFlow runs (e.g. `launches/gpu_launches.py`
 applied to an unoptimized function)."""
 
 from __future__ import annotations

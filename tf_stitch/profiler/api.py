@@ -26,8 +26,8 @@ from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
 from tf_stitch.graph.frontends import is_keras_model
 from tf_stitch.profiler import leveled, stability
-from tf_stitch.profiler.export_otlp import export_otlp
-from tf_stitch.profiler.export_xplane import add_levels
+from tf_stitch.profiler.export.otlp import export_otlp
+from tf_stitch.profiler.export.xplane_levels import add_levels
 from tf_stitch.profiler.layers import keras_layer_names
 from tf_stitch.profiler.measure import Measured, ProfileError, measure
 from tf_stitch.profiler.op_table import op_table

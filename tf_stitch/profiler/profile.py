@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from tb_plugin import metadata
-from tf_stitch.profiler.export_chrome import chrome_trace, write_chrome_trace
+from tf_stitch.profiler.export.chrome import chrome_trace, write_chrome_trace
 from tf_stitch.profiler.leveled import TRIM
 from tf_stitch.profiler.op_table import OP_COLUMNS
 from tf_stitch.profiler.spans import LEVELS

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 import tf_stitch
 from tf_stitch.graph.ir import Graph, Node, TensorInfo, TensorRef
-from tf_stitch.profiler.gpu_launches import (
+from tf_stitch.launches.gpu_launches import (
     adopts_value,
     count_gpu_launches,
     einsum_kernels,
@@ -208,7 +208,7 @@ def test_a_slice_of_aligned_leading_rows_is_a_view(
     import numpy as np
 
     from tf_stitch.graph.ir import TensorValue
-    from tf_stitch.profiler.gpu_launches import is_row_view
+    from tf_stitch.launches.gpu_launches import is_row_view
 
     def const(name: str, value: list[int]) -> Node:
         array = np.asarray(value, np.int32)

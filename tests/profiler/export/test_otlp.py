@@ -16,7 +16,7 @@ import tensorflow as tf
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 import tf_stitch
-from tf_stitch.profiler.export_otlp import traces_url
+from tf_stitch.profiler.export.otlp import traces_url
 from tf_stitch.profiler.profile import STORE_DIR
 
 STEPS = 3

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 
-from tf_stitch.profiler.hlo_kernels import (
+from tf_stitch.launches.hlo_kernels import (
     HloKernels,
     count_hlo_kernels,
     count_xla_cpu_launches,

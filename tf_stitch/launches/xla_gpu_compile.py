@@ -1,7 +1,7 @@
 """The JAX side of counting XLA:GPU kernels without a GPU (run by xla_gpu.py as a subprocess,
 so that JAX and TensorFlow never share a process).
 
-    python -m tf_stitch.profiler.xla_gpu_compile MODULE.hlo.pb TARGET.txtpb
+    python -m tf_stitch.launches.xla_gpu_compile MODULE.hlo.pb TARGET.txtpb
 
 Compiles the serialized HLO module for the GPU the target description names (XLA's GPU
 target-config text format) with XLA's own GPU compiler, deviceless, and prints the optimized

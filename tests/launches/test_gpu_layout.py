@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from tf_stitch.graph.ir import Graph, Node, TensorInfo, TensorRef
 from tf_stitch.graph.op_view import graph_of_function
-from tf_stitch.profiler.gpu_layout import converted_ops, fused_call_kernels, layout_transposes
+from tf_stitch.launches.gpu_layout import converted_ops, fused_call_kernels, layout_transposes
 
 S = tf.TensorSpec
 F = tf.constant(np.ones([3, 3, 4, 4], np.float32))

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 import tf_stitch
-from tf_stitch.profiler.export_xplane import LINE_PREFIX
+from tf_stitch.profiler.export.xplane_levels import LINE_PREFIX
 
 raw_to_tool_data = pytest.importorskip("xprof.convert.raw_to_tool_data")
 

@@ -8,8 +8,8 @@ import importlib.util
 import pytest
 import tensorflow as tf
 
-from tf_stitch.profiler import xla_gpu
-from tf_stitch.profiler.xla_gpu import count_xla_gpu_launches, optimized_gpu_hlo, unavailable
+from tf_stitch.launches import xla_gpu
+from tf_stitch.launches.xla_gpu import count_xla_gpu_launches, optimized_gpu_hlo, unavailable
 
 needs_extra = pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))
 

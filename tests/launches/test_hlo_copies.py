@@ -10,9 +10,9 @@ import tensorflow as tf
 from graph_helpers import mse_step
 from tensorflow.compiler.xla.service import hlo_pb2
 
-from tf_stitch.profiler.hlo_copies import without_copies
-from tf_stitch.profiler.hlo_kernels import compiler_ir
-from tf_stitch.profiler.xla_gpu import count_xla_gpu_launches, unavailable
+from tf_stitch.launches.hlo_copies import without_copies
+from tf_stitch.launches.hlo_kernels import compiler_ir
+from tf_stitch.launches.xla_gpu import count_xla_gpu_launches, unavailable
 
 
 def _training_step() -> tuple[object, list[tf.Tensor]]:

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tf_stitch.profiler.hlo_copies import without_copies
-from tf_stitch.profiler.hlo_kernels import HloKernels, compiler_ir, count_hlo_kernels
+from tf_stitch.launches.hlo_copies import without_copies
+from tf_stitch.launches.hlo_kernels import HloKernels, compiler_ir, count_hlo_kernels
 
 TARGETS = {
     "h100": Path(__file__).with_name("xla_gpu_targets") / "h100_sxm.txtpb",
@@ -60,7 +60,7 @@ def optimized_gpu_hlo(hlo_proto: bytes, target: str = "h100", triton_gemm: bool 
     with tempfile.TemporaryDirectory(prefix="tf_stitch_xla_gpu_") as tmp:
         module = Path(tmp) / "module.hlo.pb"
         module.write_bytes(hlo_proto)
-        command = [sys.executable, "-m", "tf_stitch.profiler.xla_gpu_compile"]
+        command = [sys.executable, "-m", "tf_stitch.launches.xla_gpu_compile"]
         result = subprocess.run(
             [*command, str(module), str(TARGETS[target])],
             capture_output=True,

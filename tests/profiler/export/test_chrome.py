@@ -14,7 +14,7 @@ from pathlib import Path
 import tensorflow as tf
 
 import tf_stitch
-from tf_stitch.profiler.export_chrome import write_chrome_trace
+from tf_stitch.profiler.export.chrome import write_chrome_trace
 from tf_stitch.profiler.profile import STORE_DIR, TRACE_FILE
 
 

@@ -18,18 +18,18 @@ from tf_stitch.graph.callable import IMPORT_SCOPE
 from tf_stitch.graph.frontends import is_keras_model
 from tf_stitch.graph.ir import INT_DTYPES, Graph
 from tf_stitch.graph.op_view import graph_of_function
+from tf_stitch.launches.gpu_launches import GpuLaunches, count_gpu_launches
+from tf_stitch.launches.hlo_kernels import HloKernels, count_xla_cpu_launches
 from tf_stitch.optimize import OptimizedFunction, StitchFunction, optimize
 from tf_stitch.passes.nchw_layout import has_nhwc_convolutions, needs_nchw_host
 from tf_stitch.passes.packed_accumulators import has_packed_accumulators
-from tf_stitch.profiler.gpu_launches import GpuLaunches, count_gpu_launches
-from tf_stitch.profiler.hlo_kernels import HloKernels, count_xla_cpu_launches
 from tf_stitch.profiler.op_launches import OpLaunches, count_tf_launches
 
 
 @dataclass
 class LaunchReport:
     """Kernels per step of one function three ways, and what tf_stitch's graph would launch on
-    a GPU (`tf_stitch_gpu`, see `profiler/gpu_launches.py`). `str()` gives a table."""
+    a GPU (`tf_stitch_gpu`, see `launches/gpu_launches.py`). `str()` gives a table."""
 
     tf: int
     tf_stitch: int
@@ -110,7 +110,7 @@ def count_launches(fn: Any, *inputs: Any, steps: int = 3) -> LaunchReport:
     library calls, copies and other unfused instructions of the entry computation, loop bodies
     times their trip counts), from its optimized HLO. None if XLA cannot compile `fn`.
     On a GPU (`tf_gpu`, `tf_stitch_gpu`): both traced runs mapped to the kernels TensorFlow's
-    GPU kernels would launch for them (`profiler/gpu_launches.py`), so that the two compare
+    GPU kernels would launch for them (`launches/gpu_launches.py`), so that the two compare
     like with like. tf_stitch's is the graph optimize() gives for a GPU: where `fn` has NHWC
     float32 convolutions, or a library call's activation that TensorFlow fuses into the call
     on a CPU only (a sigmoid after a dense layer), or independent kernels of one layer that

@@ -161,7 +161,7 @@ def test_without_onednn_the_gpu_plan_is_not_traced_and_says_why(tmp_path: Path) 
     script = tmp_path / "without_onednn.py"
     script.write_text(_WITHOUT_ONEDNN)
     env = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     result = subprocess.run(
         [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300
     )
