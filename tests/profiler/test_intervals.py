@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+from tf_stitch.profiler import intervals
 from tf_stitch.profiler.intervals import assign_lanes, share_overlaps
 from tf_stitch.profiler.spans import Span
 
@@ -25,3 +26,11 @@ def test_lanes_never_hold_overlapping_intervals() -> None:
     for lane in set(lanes):
         mine = sorted(iv for iv, ln in zip(intervals, lanes, strict=True) if ln == lane)
         assert all(a[1] <= b[0] for a, b in itertools.pairwise(mine))
+
+
+def test_union_length_and_subtraction() -> None:
+    assert intervals.union_ns([(0, 10), (5, 15), (20, 30)]) == 25
+    assert intervals.union_ns([]) == 0
+    assert intervals.subtract(0, 100, [(20, 70), (60, 80)]) == [(0, 20), (80, 100)]
+    assert intervals.subtract(0, 100, [(-5, 200)]) == []
+    assert intervals.subtract(0, 100, []) == [(0, 100)]

@@ -22,14 +22,6 @@ def test_pool_of_a_line() -> None:
     assert thread_cpu.pool_of("my/pool") == "my/pool"  # no id: the whole name
 
 
-def test_intervals() -> None:
-    assert thread_cpu.union_ns([(0, 10), (5, 15), (20, 30)]) == 25
-    assert thread_cpu.union_ns([]) == 0
-    assert thread_cpu.subtract(0, 100, [(20, 70), (60, 80)]) == [(0, 20), (80, 100)]
-    assert thread_cpu.subtract(0, 100, [(-5, 200)]) == []
-    assert thread_cpu.subtract(0, 100, []) == [(0, 100)]
-
-
 def test_threads_are_matched_to_pools_by_their_os_names() -> None:
     names = {1: "python", 2: "tf_Compute", 3: "tf_Compute", 4: "python", 5: "python"}
     cpu = {1: 7, 2: 10, 3: 20, 4: 30, 5: 40}

@@ -28,6 +28,7 @@ from tf_stitch.graph.frontends import is_keras_model
 from tf_stitch.profiler import leveled, stability
 from tf_stitch.profiler.export.otlp import export_otlp
 from tf_stitch.profiler.export.xplane_levels import add_levels
+from tf_stitch.profiler.intervals import union_ns
 from tf_stitch.profiler.layers import keras_layer_names
 from tf_stitch.profiler.measure import Measured, ProfileError, measure
 from tf_stitch.profiler.op_table import op_table
@@ -426,12 +427,7 @@ def _mean(values: list[float]) -> float:
 def _covered(spans: list[Span]) -> float:
     """The share of a traced step its layer spans cover (their union over the step's length)."""
     root = spans[0].duration_ns
-    covered, reach = 0.0, 0.0
-    for s in sorted((s for s in spans if s.level == "layer"), key=lambda s: s.start_ns):
-        start = max(s.start_ns, reach)
-        if s.end_ns > start:
-            covered += s.end_ns - start
-        reach = max(reach, s.end_ns)
+    covered = union_ns((s.start_ns, s.end_ns) for s in spans if s.level == "layer")
     return covered / root if root > 0 else 0.0
 
 

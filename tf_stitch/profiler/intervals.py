@@ -1,10 +1,10 @@
-"""Arithmetic on the intervals of a timeline: lanes for drawing, and time shared by spans that
-run at once."""
+"""Arithmetic on the intervals of a timeline: lanes for drawing, time shared by spans that run
+at once, the length of a union and what is left of an interval without others."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 
@@ -48,3 +48,30 @@ def share_overlaps(spans: Sequence[Interval]) -> None:
         active = [i for i in active if spans[i].end_ns > lo]
         for i in active:
             spans[i].attributed_ns += (hi - lo) / len(active)
+
+
+def union_ns(intervals: Iterable[tuple[float, float]]) -> float:
+    """The length of the union of [start, end) intervals."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        lo = max(start, reach)
+        if end > lo:
+            total += end - lo
+        reach = max(reach, end)
+    return total
+
+
+def subtract(
+    start: float, end: float, holes: Sequence[tuple[float, float]]
+) -> list[tuple[float, float]]:
+    """[start, end) without the union of `holes`, as sorted disjoint intervals."""
+    out, at = [], start
+    for lo, hi in sorted(holes):
+        if lo > at:
+            out.append((at, min(lo, end)))
+        at = max(at, hi)
+        if at >= end:
+            break
+    if at < end:
+        out.append((at, end))
+    return [(a, b) for a, b in out if b > a]

@@ -29,9 +29,10 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from tf_stitch.profiler.intervals import subtract, union_ns
 from tf_stitch.profiler.spans import Span
 
 COMM_LENGTH = 15  # Linux keeps a thread's name to 15 bytes
@@ -101,31 +102,20 @@ def pool_cpu(
     """CPU time per pool key (see the module doc): `caller` (the step markers' pool) gets the
     calling thread's; a named pool its threads'; `UNNAMED` the rest, for the unmatched pools."""
     out: dict[str, int] = {}
-    named = {p for p in pools if p != caller}
+    named = sorted({p for p in pools if p != caller})  # once, not per thread
     for tid, ns in cpu.items():
         if tid == caller_tid:
             key = caller
         else:
             name = names.get(tid, "")
-            key = next((p for p in sorted(named) if name and p[:COMM_LENGTH] == name), UNNAMED)
+            key = next((p for p in named if name and p[:COMM_LENGTH] == name), UNNAMED)
         out[key] = out.get(key, 0) + ns
     return out
 
 
-def key_of(pool: str, keys: Iterable[str], caller: str) -> str:
+def key_of(pool: str, keys: Collection[str], caller: str) -> str:
     """The key a pool's CPU time is under in `pool_cpu`'s result."""
-    return pool if pool == caller or pool in set(keys) else UNNAMED
-
-
-def union_ns(intervals: Iterable[tuple[float, float]]) -> float:
-    """The length of the union of [start, end) intervals."""
-    total, reach = 0.0, float("-inf")
-    for start, end in sorted(intervals):
-        lo = max(start, reach)
-        if end > lo:
-            total += end - lo
-        reach = max(reach, end)
-    return total
+    return pool if pool == caller or pool in keys else UNNAMED
 
 
 @dataclass
@@ -140,22 +130,6 @@ class StepCpu:
         if busy <= 0.0:
             return None
         return min(1.0, self.cpu_ns.get(key, 0.0) / busy)
-
-
-def subtract(
-    start: float, end: float, holes: Sequence[tuple[float, float]]
-) -> list[tuple[float, float]]:
-    """[start, end) without the union of `holes`, as sorted disjoint intervals."""
-    out, at = [], start
-    for lo, hi in sorted(holes):
-        if lo > at:
-            out.append((at, min(lo, end)))
-        at = max(at, hi)
-        if at >= end:
-            break
-    if at < end:
-        out.append((at, end))
-    return [(a, b) for a, b in out if b > a]
 
 
 CPU_LEVELS = ("op", "library", "kernel")  # the levels whose spans run on a host thread
@@ -212,7 +186,7 @@ def step_cpu(
     and its threads' CPU times; also each line's pool key."""
     pools = {pool_of(line) for line, _, _ in spans}
     by_key = pool_cpu(cpu, names, pools, caller_tid, caller)
-    keys = {line: key_of(pool_of(line), by_key, caller) for line, _, _ in spans}
+    keys = {line: key_of(pool_of(line), by_key, caller) for line in {s[0] for s in spans}}
     per_line: dict[str, list[tuple[float, float]]] = {}
     for line, start, end in spans:
         per_line.setdefault(line, []).append((start, end))
