@@ -20,6 +20,7 @@ LEVELS = ("model", "layer", "op", "library", "kernel")
 PROFILE_META, PROFILE_SPANS, PROFILE_TRACE = "meta.json", "spans.jsonl.gz", "trace.json.gz"
 PROFILE_KERNELS = "kernels.json"  # the fusion groups of a profiled tf_stitch-optimized graph
 PROFILE_OPS = "ops.json.gz"  # the graph's nodes with shapes, for the cost analyses
+PROFILE_DECISIONS = "decisions.json"  # an optimized graph's fusion decisions (explain()'s)
 BENCH_FILE = "bench.json"
 
 MAX_RUN_NAME = 255

@@ -6,6 +6,7 @@
 - `/spans?run=R&step=0&levels=model,layer&offset=0&limit=2000`: one step's span tree, paged;
 - `/top?run=R&level=op&k=20`: the top-k names of a level by corrected time per step;
 - `/kernels?run=R`: the fusion groups (StitchedKernels) of a profiled optimized graph;
+- `/decisions?run=R`: its fusion decisions, each once (explain()'s table);
 - `/bench?run=R`: a `tf-stitch bench` run's table (kernels per step and latency per workload).
 
 Bad parameters get 400, unknown runs (or runs with a file linked from outside the logdir) 404,
@@ -147,6 +148,11 @@ def kernels(store: Store, args: Any) -> Any:
     return {"kernels": profile.kernels}
 
 
+def decisions(store: Store, args: Any) -> Any:
+    profile = store.profile(args.get("run"))
+    return {"decisions": profile.decisions}
+
+
 def bench(store: Store, args: Any) -> Any:
     return store.bench(args.get("run"))
 
@@ -157,5 +163,6 @@ ROUTES: dict[str, Handler] = {
     "/spans": spans,
     "/top": top,
     "/kernels": kernels,
+    "/decisions": decisions,
     "/bench": bench,
 }

@@ -140,10 +140,10 @@ function timeline(container, spans, levels, tooltip) {
   draw();
 }
 
-function sortableTable(rows, columns, id) {
+// `order`: the column sorted by at first and whether descending (default: the last, descending).
+function sortableTable(rows, columns, id, order = null) {
   const table = el('table', {id, style: {borderCollapse: 'collapse', width: '100%'}});
-  let sortKey = columns[columns.length - 1][0];
-  let descending = true;
+  let [sortKey, descending] = order || [columns[columns.length - 1][0], true];
   const render = () => {
     const sorted = [...rows].sort((a, b) => {
       const x = a[sortKey]; const y = b[sortKey];
@@ -242,6 +242,19 @@ async function drawProfile(run, area, tooltip) {
     kernelsArea.append(list, members, source);
   } catch (error) {
     kernelsArea.append(el('p', {class: 'error'}, error.message));
+  }
+  try {
+    const {decisions} = await getJson('decisions', {run});
+    if (decisions.length) {
+      const rows = decisions.map((d, i) => ({...d, order: i}));
+      kernelsArea.append(el('h4', {}, `Decisions (${rows.length}, each once, as explain() ` +
+        'prints them)'), sortableTable(rows, [
+        ['order', '#'], ['kind', 'kind'], ['subject', 'what'], ['verdict', 'verdict'],
+        ['reason', 'reason'],
+      ], 'fusion-decisions', ['order', false]));
+    }
+  } catch (error) {
+    kernelsArea.append(el('p', {class: 'error'}, `Cannot read the decisions: ${error.message}`));
   }
 }
 

@@ -120,6 +120,10 @@ def test_the_tab_renders_a_profile_and_launch_counts(
             assert "ts_run" in tab.locator("#kernel-source").inner_text()
             first = profile.kernels[0]
             assert first["members"][0] in tab.locator("#kernel-members").inner_text()
+            # the decisions in explain()'s order, the first one first
+            decisions = tab.locator("#fusion-decisions tr")
+            assert decisions.count() == len(profile.decisions) + 1  # and the header
+            assert profile.decisions[0]["subject"] in decisions.nth(1).inner_text()
             shot = tmp_path / "tf_stitch_tab.png"
             page.screenshot(path=str(shot), full_page=True)
             assert shot.stat().st_size > 10_000

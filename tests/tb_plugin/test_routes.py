@@ -70,6 +70,11 @@ def test_fusion_groups_and_bench(client: Any) -> None:
     k = body["kernels"][0]
     assert k["members"] and k["schedule"] and "ts_run" in k["source"]
     assert client("/kernels", run="plain")[1] == {"kernels": []}
+    status, body = client("/decisions", run="opt")
+    assert status == 200 and body["decisions"]
+    assert set(body["decisions"][0]) == {"kind", "subject", "verdict", "reason"}
+    assert {d["verdict"] for d in body["decisions"]} <= {"allow", "forbid"}
+    assert client("/decisions", run="plain")[1] == {"decisions": []}
     _, runs = client("/runs")
     status, bench = client("/bench", run=runs["bench"][0])
     assert status == 200
@@ -101,7 +106,7 @@ def test_bad_parameters_get_400(client: Any, route: str, params: dict[str, str])
 
 
 def test_unknown_runs_get_404_and_corrupt_files_500(client: Any) -> None:
-    for route in ("/meta", "/spans", "/top", "/kernels", "/bench"):
+    for route in ("/meta", "/spans", "/top", "/kernels", "/decisions", "/bench"):
         status, body = client(route, run="nope")
         assert status == 404 and "nope" in body["error"]
     status, body = client("/spans", run="broken")
@@ -226,7 +231,9 @@ def _linked_run(logdir: Path, name: str, links: dict[str, Path]) -> Path:
     return run
 
 
-@pytest.mark.parametrize("file", ["meta.json", "kernels.json", "spans.jsonl.gz", "ops.json.gz"])
+@pytest.mark.parametrize(
+    "file", ["meta.json", "kernels.json", "spans.jsonl.gz", "ops.json.gz", "decisions.json"]
+)
 def test_a_file_linked_from_outside_the_logdir_is_not_served(
     tab_logdir: Path, tmp_path: Path, raw_get: Any, file: str
 ) -> None:
@@ -234,7 +241,7 @@ def test_a_file_linked_from_outside_the_logdir_is_not_served(
     secret.write_text(json.dumps({"model": "SECRET", "kernels": ["SECRET"]}))
     run = _linked_run(tab_logdir, "file_link", {file: secret})
     try:
-        for route in ("/meta", "/kernels", "/spans", "/top"):
+        for route in ("/meta", "/kernels", "/decisions", "/spans", "/top"):
             status, body = raw_get(route, "run=file_link")
             assert status == 404 and "SECRET" not in json.dumps(body), (route, body)
         assert "file_link" not in raw_get("/runs", "")[1]["profiles"]
@@ -288,6 +295,7 @@ def test_a_bench_file_linked_from_outside_is_not_served(
         ("/spans", "run=opt"),
         ("/top", "run=opt"),
         ("/kernels", "run=opt"),
+        ("/decisions", "run=opt"),
         ("/bench", "run=nope"),
         ("/meta", "run=.."),
         ("/spans", "run=broken"),

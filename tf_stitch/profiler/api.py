@@ -104,6 +104,23 @@ def _layer_types(model: Any) -> dict[str, str]:
     return types
 
 
+def _decisions(model_or_fn: Any) -> list[dict[str, str]]:
+    """The decisions of a tf_stitch-optimized function (explain()'s table), for the tab."""
+    from tf_stitch.optimize import OptimizedFunction
+
+    if not isinstance(model_or_fn, OptimizedFunction):
+        return []
+    return [
+        {
+            "kind": str(r.kind),
+            "subject": r.subject,
+            "verdict": "allow" if r.decision else "forbid",
+            "reason": r.decision.reason,
+        }
+        for r in model_or_fn.context.records
+    ]
+
+
 def _fusion_groups(model_or_fn: Any) -> list[dict[str, Any]]:
     """The kernels of a tf_stitch-optimized function (what `explain` shows), for the tab."""
     fields = (
@@ -236,7 +253,7 @@ def profile(
     spans = _span_table(m, meta, traced)
     meta["layer_types"] = _layer_types(model_or_fn) if is_keras_model(model_or_fn) else {}
     ops = op_table(graph) if isinstance(graph, tf.Graph) else None
-    result = Profile(spans, meta, _fusion_groups(model_or_fn), ops)
+    result = Profile(spans, meta, _fusion_groups(model_or_fn), ops, _decisions(model_or_fn))
     _layer_sums(meta, spans, m, model_blocks, bool(traced))
     contention = stability.Contention.between(before, stability.cpu_sample())
     verdict = stability.judge(model, model_blocks, traced_estimate, contention)

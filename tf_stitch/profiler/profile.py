@@ -43,6 +43,7 @@ SPANS_FILE, META_FILE, TRACE_FILE = (
 )
 KERNELS_FILE = metadata.PROFILE_KERNELS  # the fusion groups of a profiled optimized graph
 OPS_FILE = metadata.PROFILE_OPS  # the graph's nodes with shapes (`op_table`)
+DECISIONS_FILE = metadata.PROFILE_DECISIONS  # an optimized graph's decisions, as explain() has
 COLUMNS = [
     "step",
     "id",
@@ -89,10 +90,13 @@ class Profile:
         meta: dict[str, Any],
         kernels: list[dict[str, Any]] | None = None,
         ops: pd.DataFrame | None = None,
+        decisions: list[dict[str, str]] | None = None,
     ) -> None:
         self.spans = spans
         self.meta = meta
         self.kernels = kernels or []  # fusion groups: node, members, schedule, memory, source
+        # An optimized graph's decisions, each {kind, subject, verdict, reason} (explain()'s).
+        self.decisions = decisions or []
         # The profiled graph's nodes with their shapes (`op_table.op_table`); empty if unknown.
         self.ops = ops if ops is not None else pd.DataFrame(columns=OP_COLUMNS)
 
@@ -212,6 +216,8 @@ class Profile:
             write_chrome_trace(self.spans, self.meta, staging / TRACE_FILE)
             if self.kernels:
                 (staging / KERNELS_FILE).write_text(json.dumps(self.kernels, indent=1))
+            if self.decisions:
+                (staging / DECISIONS_FILE).write_text(json.dumps(self.decisions, indent=1))
             if not self.ops.empty:
                 with gzip.open(staging / OPS_FILE, "wt", encoding="utf-8") as f:
                     json.dump(self.ops[OP_COLUMNS].to_dict("records"), f)
@@ -229,8 +235,10 @@ class Profile:
             rows = [json.loads(line) for line in f if line.strip()]
         kernels_path = path / KERNELS_FILE
         kernels = json.loads(kernels_path.read_text()) if kernels_path.is_file() else []
+        decisions_path = path / DECISIONS_FILE
+        decisions = json.loads(decisions_path.read_text()) if decisions_path.is_file() else []
         ops = None
         if (path / OPS_FILE).is_file():
             with gzip.open(path / OPS_FILE, "rt", encoding="utf-8") as f:
                 ops = pd.DataFrame(json.load(f), columns=OP_COLUMNS)
-        return cls(pd.DataFrame(rows, columns=COLUMNS), meta, kernels, ops)
+        return cls(pd.DataFrame(rows, columns=COLUMNS), meta, kernels, ops, decisions)
