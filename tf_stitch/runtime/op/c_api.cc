@@ -2,12 +2,15 @@
 //
 // The C functions tf_stitch calls through ctypes, and the state they set.
 
+#include <algorithm>
 #include <chrono>  // NOLINT(build/c++11)
 #include <cstdint>
 #include <cstring>
 #include <string>
 
 #include "common.h"
+#include "kernel_files.h"
+#include "kernel_library.h"
 #include "sha256.h"
 #include "tsl/profiler/lib/traceme.h"
 
@@ -55,4 +58,33 @@ extern "C" __attribute__((visibility("default"))) int tf_stitch_sha256_file(
   if (!tf_stitch::sha256::OfFile(path, &hex)) return 1;
   std::memcpy(hex_out, hex.c_str(), hex.size() + 1);
   return 0;
+}
+
+namespace {
+
+// Copies `text` and a NUL into `out` (at most `size` bytes); returns its length.
+int64_t CopyOut(const std::string& text, char* out, int64_t size) {
+  if (out != nullptr && size > 0) {
+    const size_t n = std::min(text.size(), static_cast<size_t>(size - 1));
+    std::memcpy(out, text.data(), n);
+    out[n] = '\0';
+  }
+  return static_cast<int64_t>(text.size());
+}
+
+}  // namespace
+
+// The op's own copies of two rules the Python side owns: where the kernel cache
+// is (tf_stitch.runtime.cache.cache_dir()) and what this machine is
+// (kernel_compiler.cpu_signature()). A process without tf_stitch (TensorFlow
+// Serving) loads the op too, so it cannot ask Python; instead
+// tests/runtime/test_op_rules.py asks both sides, through these, and compares.
+extern "C" __attribute__((visibility("default"))) int64_t tf_stitch_cache_dir(
+    char* out, int64_t size) {
+  return CopyOut(tf_stitch::CacheDir(), out, size);
+}
+
+extern "C" __attribute__((visibility("default"))) int64_t
+tf_stitch_cpu_signature(char* out, int64_t size) {
+  return CopyOut(tf_stitch::CpuSignature(), out, size);
 }

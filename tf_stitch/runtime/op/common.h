@@ -58,7 +58,7 @@ namespace tf_stitch {
 
 // Bump whenever the op library changes behaviour; op_library.py puts it into
 // the cache key of the built op library (together with a hash of the sources).
-constexpr int kOpLibraryVersion = 9;
+constexpr int kOpLibraryVersion = 10;
 
 // The version of the kernel library C ABI this op speaks.
 constexpr int kKernelAbiVersion = 1;

@@ -19,9 +19,9 @@
 
 namespace tf_stitch {
 
-// Mirrors tf_stitch.runtime.cache.cache_dir(): $TF_STITCH_CACHE_DIR, else
-// $XDG_CACHE_HOME/tf_stitch, else ~/.cache/tf_stitch. Empty variables count as
-// unset, exactly as in the Python code.
+// tf_stitch.runtime.cache.cache_dir()'s rule: $TF_STITCH_CACHE_DIR, else
+// $XDG_CACHE_HOME/tf_stitch, else ~/.cache/tf_stitch, empty variables counting
+// as unset (tests/runtime/test_op_rules.py compares the two, c_api.cc).
 std::string CacheDir() {
   const char* dir = std::getenv("TF_STITCH_CACHE_DIR");
   if (dir != nullptr && *dir != '\0') return dir;

@@ -250,4 +250,9 @@ absl::Status ResolveKernel(const Signature& sig, const Embedded& e,
                             absl::StrJoin(reasons, "; "));
 }
 
+std::string CpuSignature() {
+  const auto cpu = ThisCpu();
+  return absl::StrCat(cpu.first, "\n", absl::StrJoin(cpu.second, " "));
+}
+
 }  // namespace tf_stitch

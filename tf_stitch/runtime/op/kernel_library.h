@@ -28,6 +28,11 @@ struct Embedded {
   std::vector<tensorflow::NameAttrList> fallback;  // 0 or 1 function
 };
 
+// This machine as a carried binary's `binary_target` describes one: its name, a newline, then
+// its CPU's feature flags (sorted, one space apart), as
+// tf_stitch.runtime.kernel_compiler.cpu_signature() has them.
+std::string CpuSignature();
+
 // Finds the kernel's library and sets `run` to its ts_run.
 absl::Status ResolveKernel(const Signature& sig, const Embedded& e,
                            RunFn* run);
