@@ -68,6 +68,20 @@ def _state_marks(graph: Graph) -> list[int]:
     return [seeds.dims[i][0] for i in state]
 
 
+def _normal(*shape: int, seed: int) -> tf.Tensor:
+    """The same inputs whatever ran before (tf.random.normal's op seeds are not: they follow
+    the ops the process made)."""
+    return tf.constant(np.random.default_rng(seed).standard_normal(shape).astype("float32"))
+
+
+def _assert_close_to_scale(want: tf.Tensor, got: tf.Tensor) -> None:
+    """Within float32 rounding of the largest value: the gradients run to a few hundred, and
+    the sums over the batch and the trips, in another order, leave errors of that scale's
+    ulps on the small elements beside them."""
+    scale = max(1.0, float(np.max(np.abs(want.numpy()))))
+    assert_close(want, got, atol=1e-5 * scale)
+
+
 def _backward_ops(optimized: tf_stitch.OptimizedFunction) -> list[str]:
     return [
         n.op
@@ -85,9 +99,9 @@ def test_a_state_of_the_inputs_batch_is_marked_and_its_gradient_sums_over_consta
     ops = _backward_ops(optimized)
     assert "StitchedKernel" in ops and "BroadcastGradientArgs" not in ops, ops
     for batch in (1, 3):
-        x = tf.random.normal([batch, STEPS, 8], seed=batch)
+        x = _normal(batch, STEPS, 8, seed=batch)
         for want, got in zip(original(x), optimized(x), strict=True):
-            assert_close(want, got)
+            _assert_close_to_scale(want, got)
 
 
 # (Batches that differ are refused by the forward loop's kernel, whose `h * mix` assumes them
@@ -102,10 +116,10 @@ def test_a_state_a_trip_may_broadcast_keeps_tensorflows_run_time_axes(
     original = tf.function(_mixed, input_signature=[X, M])
     optimized = tf_stitch.optimize(original)
     assert "BroadcastGradientArgs" in _backward_ops(optimized)
-    x = tf.random.normal([x_batch, STEPS, 8], seed=1)
-    mix = tf.random.normal([mix_batch, 8], seed=2)
+    x = _normal(x_batch, STEPS, 8, seed=1)
+    mix = _normal(mix_batch, 8, seed=2)
     for want, got in zip(original(x, mix), optimized(x, mix), strict=True):
-        assert_close(want, got)
+        _assert_close_to_scale(want, got)
 
 
 def test_a_graph_without_loops_has_no_marks() -> None:

@@ -50,6 +50,7 @@ from tf_stitch.codegen.lower_parts import (
 from tf_stitch.fusion.cost_model import ROW_GUESS, unit_cycles
 from tf_stitch.fusion.layout_types import (
     GatherSource,
+    LayoutKind,
     MatMulTile,
     Placement,
     SliceSource,
@@ -122,7 +123,7 @@ class _Lowerer:
         k.buffer_reuse = reuse_buffers(k)
         k.tiles = list(self.tile_names.values())
         k.block_rows = self.group.memory.block_rows if k.tiles else 1
-        if self.layout.kind == "column":  # a unit of work is one chunk of lanes
+        if self.layout.kind is LayoutKind.COLUMN:  # a unit of work is one chunk of lanes
             k.lanes = k.block_rows = COLUMN_LANES
         return k
 
@@ -406,6 +407,6 @@ class _Lowerer:
         ops = sum(op_spec(n.op).cost for n in self.group.nodes)
         macs = sum(t.k * t.n for t in self.layout.tiles.values())
         rows = self.group.memory.block_rows if self.layout.tiles else 1
-        if self.layout.kind == "column":
+        if self.layout.kind is LayoutKind.COLUMN:
             rows = COLUMN_LANES
         return unit_cycles(row, ops, macs, rows)

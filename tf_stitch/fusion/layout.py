@@ -36,6 +36,7 @@ from tf_stitch.fusion.layout_types import (
     Dims,
     Layout,
     LayoutError,
+    LayoutKind,
     Placement,
     SliceSource,
     Symbols,
@@ -89,7 +90,9 @@ class _Analysis(Placer):
                     f"{[a for a in self.perm[self.split :]]} (units would not be its rows)"
                 )
             return self._permuted(self.perm)
-        kind, split = ("row", self.split) if reductions else ("loop", len(self.domain))
+        kind, split = (
+            (LayoutKind.ROW, self.split) if reductions else (LayoutKind.LOOP, len(self.domain))
+        )
         layout = Layout(self.domain, split, kind, self.placements, self.slices, self.tiles)
         layout.gathers = self.gathers
         layout.concats = self.concats
@@ -117,7 +120,7 @@ class _Analysis(Placer):
             return tuple(position[a] if a >= 0 else -1 for a in axes)
 
         domain = tuple(self.domain[a] for a in perm)
-        layout = Layout(domain, self.split, "column")
+        layout = Layout(domain, self.split, LayoutKind.COLUMN)
         layout.placements = {
             r: Placement(p.frame, p.dims, move(p.axes)) for r, p in self.placements.items()
         }

@@ -13,6 +13,7 @@ node that a kernel reads as data (not a reduction's axes, a concatenation's axis
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from tf_stitch.fusion.dim_relations import Dim
 from tf_stitch.fusion.op_kinds import OpKind, op_spec
@@ -23,6 +24,15 @@ Dims = tuple[int | None, ...]
 Symbols = tuple[Dim | None, ...]  # the symbol of each unknown size (None where it is known)
 FULL = "full"
 OUTER = "outer"
+
+
+class LayoutKind(StrEnum):
+    """How a group's units of work cover its domain (each prints as its value: "row", ...)."""
+
+    LOOP = "loop"  # elementwise: any split of the domain
+    ROW = "row"  # reductions over the inner axes: a unit is a row
+    COLUMN = "column"  # reductions over outer axes: a unit is a chunk of columns
+    ATTENTION = "attention"  # one attention: a unit is a block of query rows
 
 
 @dataclass(frozen=True)
@@ -93,7 +103,7 @@ class ConcatSink:
 class Layout:
     domain: Dims
     split: int
-    kind: str  # "row" / "column" (reductions over inner / outer axes) or "loop" (elementwise)
+    kind: LayoutKind
     placements: dict[TensorRef, Placement] = field(default_factory=dict)
     # Slice outputs of the group: read in place from their (external) source tensor.
     slices: dict[TensorRef, SliceSource] = field(default_factory=dict)

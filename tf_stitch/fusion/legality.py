@@ -14,7 +14,7 @@ from tensorflow.python.framework import op_def_registry
 
 from tf_stitch.fusion.decision import Decision, allow, forbid
 from tf_stitch.fusion.integers import integer_legality
-from tf_stitch.fusion.layout_types import OUTER, Layout, fmt
+from tf_stitch.fusion.layout_types import OUTER, Layout, LayoutKind, fmt
 from tf_stitch.fusion.op_kinds import (
     FLOAT_DTYPES,
     FUSIBLE_DTYPES,
@@ -298,7 +298,7 @@ def outputs_legality(layout: Layout, outputs: list[TensorRef]) -> Decision:
         if p.frame != OUTER and nontrivial == dense:
             continue
         per_row = [(a, d) for a, d in enumerate(domain[:split]) if d != 1]
-        if layout.kind in ("row", "column") and nontrivial == per_row:
+        if layout.kind in (LayoutKind.ROW, LayoutKind.COLUMN) and nontrivial == per_row:
             continue
         return forbid(
             f"output {ref} {fmt(p.dims)} would be written by several units of the "

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tf_stitch.fusion.decision import Decision, allow, forbid
-from tf_stitch.fusion.layout_types import Layout, data_inputs
+from tf_stitch.fusion.layout_types import Layout, LayoutKind, data_inputs
 from tf_stitch.fusion.op_kinds import buffer_itemsize, op_spec
 from tf_stitch.graph.ir import Graph, Node, TensorRef
 
@@ -78,7 +78,7 @@ def plan_memory(
         _plan_tiles(plan, layout)
         return plan
     row_elems = _static_row_elements(layout)
-    if row_elems is not None and layout.kind == "column":
+    if row_elems is not None and layout.kind is LayoutKind.COLUMN:
         row_elems *= COLUMN_LANES
     costs = {ref: _recompute_cost(graph, ref, layout, {n.name for n in nodes}) for ref in crossing}
     for ref in crossing:

@@ -18,7 +18,7 @@ from tf_stitch.fusion.critical_path import critical_path
 from tf_stitch.fusion.decision import Decision, Record, RecordKind, Records, allow, forbid
 from tf_stitch.fusion.integers import runs_on_the_host
 from tf_stitch.fusion.layout import analyze
-from tf_stitch.fusion.layout_types import Layout, data_inputs
+from tf_stitch.fusion.layout_types import Layout, LayoutKind, data_inputs
 from tf_stitch.fusion.legality import (
     NOT_COMPUTE,
     Context,
@@ -158,7 +158,7 @@ def _attention_group(
 ) -> Group:
     """One attention's group: its domain, a block of query rows per unit of work."""
     nodes = sorted((ctx.graph.node(n) for n in match.members), key=lambda n: ctx.order[n.name])
-    layout = Layout(match.domain, len(match.batch) + 1, "attention")
+    layout = Layout(match.domain, len(match.batch) + 1, LayoutKind.ATTENTION)
     rows = attention_block_rows(match.domain[len(match.batch)])
     _, keys, head, value = (ROW_GUESS if d is None else d for d in match.domain[-4:])
     on_chip = 4 * (rows * head + head * keys + keys * value + rows * keys + rows * value)

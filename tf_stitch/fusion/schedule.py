@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tf_stitch.fusion.layout_types import Dims, Layout, data_inputs, fmt
+from tf_stitch.fusion.layout_types import Dims, Layout, LayoutKind, data_inputs, fmt
 from tf_stitch.fusion.op_kinds import OpKind, op_spec
 from tf_stitch.graph.ir import Graph, Node, TensorRef
 
 
 @dataclass(frozen=True)
 class Schedule:
-    kind: str
+    kind: LayoutKind
     split_dim: int
     domain: Dims
 
