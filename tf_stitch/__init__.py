@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         generated_code,
         optimize,
     )
+    from tf_stitch.profiler.analyses.facade import ProfileAnalysis
     from tf_stitch.profiler.api import ProfileError, profile
     from tf_stitch.profiler.profile import Profile
     from tf_stitch.serving import op_library_path
@@ -55,6 +56,7 @@ _EXPORTS = {
     "function": "tf_stitch.optimize",
     "generated_code": "tf_stitch.optimize",
     "optimize": "tf_stitch.optimize",
+    "ProfileAnalysis": "tf_stitch.profiler.analyses.facade",
     "ProfileError": "tf_stitch.profiler.api",
     "profile": "tf_stitch.profiler.api",
     "Profile": "tf_stitch.profiler.profile",
@@ -67,6 +69,7 @@ __all__ = [
     "LaunchReport",
     "OptimizedFunction",
     "Profile",
+    "ProfileAnalysis",
     "ProfileError",
     "VariableWriteError",
     "convert_saved_model",

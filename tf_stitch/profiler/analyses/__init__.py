@@ -11,9 +11,13 @@
 - `op_roofline(op_spans, costs, peaks)`, `layer_roofline(...)`: intensity, achieved and
   attainable FLOP/s, memory- or compute-bound against measured peaks (`profiler/peaks.py`);
 - `fusion_effect(before_spans, before_meta, after_spans, after_meta)`: what tf_stitch changed.
+
+`ProfileAnalysis(profile)` (`facade.py`, also `tf_stitch.ProfileAnalysis`) runs each of them on
+one profile, its tables wired in.
 """
 
 from tf_stitch.profiler.analyses.batch_latency import latency_by_batch
+from tf_stitch.profiler.analyses.facade import ProfileAnalysis
 from tf_stitch.profiler.analyses.flops import executed_costs, executed_types, op_costs, op_flops
 from tf_stitch.profiler.analyses.fusion_effect import fusion_effect
 from tf_stitch.profiler.analyses.kernels import (
@@ -27,6 +31,7 @@ from tf_stitch.profiler.analyses.top_k import top_k
 from tf_stitch.profiler.analyses.type_distribution import type_distribution
 
 __all__ = [
+    "ProfileAnalysis",
     "executed_costs",
     "executed_types",
     "fusion_effect",
