@@ -17,6 +17,7 @@ from tf_stitch.fusion.layout_types import (
     OUTER,
     ConcatSink,
     Dims,
+    Frame,
     GatherSource,
     LayoutError,
     MatMulTile,
@@ -203,7 +204,7 @@ class Placer:
                 "library calls do it faster"
             )
 
-    def _place_operand(self, ref: TensorRef, frame: str, user: Node) -> None:
+    def _place_operand(self, ref: TensorRef, frame: Frame, user: Node) -> None:
         if self._computed(ref):
             if self.placements[ref].frame != frame and not self._constant_everywhere(ref):
                 raise LayoutError(f"{user.name} mixes per-row and per-element operands")
@@ -255,18 +256,18 @@ class Placer:
                     return
         raise LayoutError(f"{node.name} ({node.op}) changes the data layout; not a free view here")
 
-    def _try_place(self, ref: TensorRef, frame: str) -> Placement | None:
+    def _try_place(self, ref: TensorRef, frame: Frame) -> Placement | None:
         try:
             return self._place(ref, frame)
         except LayoutError:
             return None
 
-    def _place(self, ref: TensorRef, frame: str) -> Placement:
+    def _place(self, ref: TensorRef, frame: Frame) -> Placement:
         dims = self.graph.info(ref).shape
         assert dims is not None
         return self._place_dims(ref, tuple(dims), frame, self.dims.symbols(ref))
 
-    def _place_dims(self, ref: TensorRef, dims: Dims, frame: str, symbols: Symbols) -> Placement:
+    def _place_dims(self, ref: TensorRef, dims: Dims, frame: Frame, symbols: Symbols) -> Placement:
         if frame == OUTER and self.split < 0:
             raise LayoutError(f"{ref}: no outer frame in an elementwise group")
         frame_axes = self.kept if frame == OUTER else tuple(range(len(self.domain)))

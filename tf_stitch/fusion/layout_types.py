@@ -22,8 +22,16 @@ from tf_stitch.graph.ir import Node, TensorRef
 
 Dims = tuple[int | None, ...]
 Symbols = tuple[Dim | None, ...]  # the symbol of each unknown size (None where it is known)
-FULL = "full"
-OUTER = "outer"
+
+
+class Frame(StrEnum):
+    """Which axes of the domain a tensor's dims run along."""
+
+    FULL = "full"  # all of them (a tensor computed per element)
+    OUTER = "outer"  # the outer ones only (a reduction's result: one value per row)
+
+
+FULL, OUTER = Frame.FULL, Frame.OUTER
 
 
 class LayoutKind(StrEnum):
@@ -37,7 +45,7 @@ class LayoutKind(StrEnum):
 
 @dataclass(frozen=True)
 class Placement:
-    frame: str
+    frame: Frame
     dims: Dims
     axes: tuple[int, ...]
 
