@@ -68,6 +68,7 @@ def test_the_package_exports_only_the_public_api() -> None:
         "LaunchReport",
         "OptimizedFunction",
         "Profile",
+        "ProfileAnalysis",
         "ProfileError",
         "VariableWriteError",
         "convert_saved_model",
