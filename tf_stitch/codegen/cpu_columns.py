@@ -30,6 +30,7 @@ from tf_stitch.codegen.kernel_ir import (
     Kernel,
     Let,
     Param,
+    Pattern,
     ReduceResult,
     Size,
     Stmt,
@@ -161,11 +162,11 @@ class ColumnEmitter(Emitter):
         if lane_stride != 0:
             index += " + l" if lane_stride == 1 else f" + l * ({lane_stride})"
         if not row:
-            if p.access.inner == "contiguous":
+            if p.access.inner == Pattern.CONTIGUOUS:
                 index += " + i"
-            elif p.access.inner == "strided":
+            elif p.access.inner == Pattern.STRIDED:
                 index += f" + i * ({p.access.inner_stride})"
-            elif p.access.inner == "general":
+            elif p.access.inner == Pattern.GENERAL:
                 index += f" + {p.name}_i"
         if offset:
             index += f" + ({offset})"

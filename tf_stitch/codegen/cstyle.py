@@ -51,6 +51,7 @@ from tf_stitch.codegen.kernel_ir import (
     Lit,
     Load,
     Param,
+    Pattern,
     ReduceResult,
     Size,
     Stmt,
@@ -249,11 +250,11 @@ class Emitter:
             a = p.access
             if p.gather:
                 continue
-            if p.tile and a.outer != "zero":  # a tile holds the block's rows only
+            if p.tile and a.outer != Pattern.ZERO:  # a tile holds the block's rows only
                 self._emit(f"const int64_t {p.name}_r = (r - ts_b0) * ({a.row_stride});", 2)
-            elif a.outer == "zero":
+            elif a.outer == Pattern.ZERO:
                 self._emit(f"const int64_t {p.name}_r = 0;", 2)
-            elif a.outer == "contiguous":
+            elif a.outer == Pattern.CONTIGUOUS:
                 self._emit(f"const int64_t {p.name}_r = r * ({a.row_stride});", 2)
             else:
                 self._emit(
@@ -355,7 +356,7 @@ class Emitter:
         return [
             self.params[n]
             for n in sorted(used)
-            if self.params[n].access.inner == "general"
+            if self.params[n].access.inner == Pattern.GENERAL
             and n not in self.periodic
             and n not in self.nest
         ]
@@ -383,7 +384,7 @@ class Emitter:
     def _period_of(self, p: Param) -> int:
         """The period of input `p` along a row (see `_nested_period`), else 0."""
         k = self.k
-        if p.access.inner != "general" or p.gather or p.tile:
+        if p.access.inner != Pattern.GENERAL or p.gather or p.tile:
             return 0
         axes = range(k.split, len(k.domain))
         live = [a for a in axes if p.access.strides[a] != 0 and k.domain[a] != 1]
@@ -424,8 +425,8 @@ class Emitter:
         candidates = [
             p
             for p in self.k.inputs
-            if p.access.outer == "zero"
-            and p.access.inner == "general"
+            if p.access.outer == Pattern.ZERO
+            and p.access.inner == Pattern.GENERAL
             and not p.gather
             and p.name not in self.nested
         ]
@@ -448,11 +449,11 @@ class Emitter:
             return f"{p.name}_rep[i]"
         if p.name in self.nest and not row:
             return f"{p.name}[{p.name}_r + ts_p{extra}]"
-        if row or p.access.inner == "zero":
+        if row or p.access.inner == Pattern.ZERO:
             return f"{p.name}[{p.name}_r{extra}]"
-        if p.access.inner == "contiguous":
+        if p.access.inner == Pattern.CONTIGUOUS:
             return f"{p.name}[{p.name}_r + i{extra}]"
-        if p.access.inner == "strided":
+        if p.access.inner == Pattern.STRIDED:
             return f"{p.name}[{p.name}_r + i * ({p.access.inner_stride}){extra}]"
         return f"{p.name}[{p.name}_r + {p.name}_i{extra}]"
 

@@ -12,11 +12,22 @@ Both emitters (C++ for CPU, CUDA for GPU) print this IR; neither sees the Tensor
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from tf_stitch.graph.ir import INT_DTYPES
 
 # A size: a static int, or the name of a domain axis whose size is bound at run time ("D0").
 Size = int | str
+
+
+class Pattern(StrEnum):
+    """How an offset is computed along the rows (`Access.outer`) or within one (`.inner`)."""
+
+    ZERO = "zero"  # broadcast: no axis varies
+    CONTIGUOUS = "contiguous"  # row * row_stride, or the element index itself
+    STRIDED = "strided"  # inner only: the element index times inner_stride
+    GENERAL = "general"  # decomposed into coordinates with the strides
+    GATHER = "gather"  # outer only: a row read from a gather's indices
 
 
 @dataclass(frozen=True)
@@ -31,8 +42,8 @@ class Access:
     """
 
     strides: tuple[Size, ...]
-    outer: str
-    inner: str
+    outer: Pattern
+    inner: Pattern
     row_stride: Size  # the offset between consecutive rows when `outer` is contiguous
     inner_stride: Size = 1  # the offset between consecutive elements when `inner` is strided
 

@@ -25,6 +25,7 @@ from tf_stitch.codegen.kernel_ir import (
     Lit,
     Load,
     Param,
+    Pattern,
     ReduceResult,
     Reduction,
     Size,
@@ -169,7 +170,7 @@ class _Lowerer:
             self.graph.info(gather.table).dtype,
             table,
             (-1, *value_axes),
-            replace(access, outer="gather", row_stride=gather.row_elements),
+            replace(access, outer=Pattern.GATHER, row_stride=gather.row_elements),
             False,
             gather=index.name,
             gather_rows=gather.rows,
@@ -257,7 +258,7 @@ class _Lowerer:
         access = access_of(Placement(part.frame, dims, part.axes), self.domain, self.layout.split)
         inner = [a for a in range(self.layout.split, len(self.domain)) if self.domain[a] != 1]
         if len(inner) > 1:  # rows of the parts are not contiguous in the concatenation
-            access = replace(access, inner="general")
+            access = replace(access, inner=Pattern.GENERAL)
         info = self.graph.info(ref)
         per_row = self.layout.is_row_level(self.layout.concats[ref].parts[0])
         return Param(index, name, str(ref), info.dtype, dims, part.axes, access, per_row)
@@ -265,7 +266,7 @@ class _Lowerer:
     def _whole_tensor(self, ref: TensorRef, name: str, index: int, axes: tuple[int, ...]) -> Param:
         """A tensor the kernel addresses itself (a matmul operand or result), not per element."""
         info = self.graph.info(ref)
-        access = Access((0,) * len(self.domain), "zero", "zero", 0)
+        access = Access((0,) * len(self.domain), Pattern.ZERO, Pattern.ZERO, 0)
         return Param(
             index, name, str(ref), info.dtype, tuple(info.shape or ()), axes, access, False
         )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 
-from tf_stitch.codegen.kernel_ir import Access, Kernel, Size
+from tf_stitch.codegen.kernel_ir import Access, Kernel, Pattern, Size
 from tf_stitch.fusion.layout_types import Placement, SliceSource
 from tf_stitch.fusion.planner import Group
 from tf_stitch.graph.ir import INT_DTYPES, DType, Node
@@ -102,31 +102,33 @@ def _access(strides: list[Size], domain: tuple[Size, ...], split: int, sliced: s
     inner_pattern = _pattern(strides, domain, inner, sliced)
     varying_inner = [a for a in inner if domain[a] != 1 and strides[a] != 0]
     inner_stride: Size = strides[varying_inner[-1]] if varying_inner else 0
-    if inner_pattern == "contiguous" and inner_stride != 1:
-        inner_pattern = "strided"
+    if inner_pattern == Pattern.CONTIGUOUS and inner_stride != 1:
+        inner_pattern = Pattern.STRIDED
     return Access(
         tuple(strides),
         _pattern(strides, domain, outer, sliced),
         inner_pattern,
         row_stride,
-        inner_stride if inner_pattern == "strided" else 1,
+        inner_stride if inner_pattern == Pattern.STRIDED else 1,
     )
 
 
-def _pattern(strides: list[Size], domain: tuple[Size, ...], axes: range, sliced: set[int]) -> str:
+def _pattern(
+    strides: list[Size], domain: tuple[Size, ...], axes: range, sliced: set[int]
+) -> Pattern:
     """`zero`: no axis varies; `contiguous`: all vary, with row-major strides among them (one
     flat index times the stride of the last; only the first may be a cut window of a larger
     axis); else `general`."""
     relevant = [a for a in axes if domain[a] != 1]
     varying = [a for a in relevant if strides[a] != 0]
     if not varying:
-        return "zero"
+        return Pattern.ZERO
     if len(varying) != len(relevant) or sliced & set(relevant[1:]):
-        return "general"
+        return Pattern.GENERAL
     for a, b in itertools.pairwise(relevant):
         if strides[a] != multiply(strides[b], domain[b]):
-            return "general"
-    return "contiguous"
+            return Pattern.GENERAL
+    return Pattern.CONTIGUOUS
 
 
 def call_attrs(node: Node) -> tuple[tuple[str, float | str | bool], ...]:
