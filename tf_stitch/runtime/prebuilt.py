@@ -76,15 +76,13 @@ def build_commands(output: Path, objects: Path) -> tuple[list[list[str]], list[s
     return compiles, link
 
 
-def build_library(
-    output: Path, run: Callable[[list[str]], object], workers: int | None = None
-) -> None:
+def build_library(output: Path, run: Callable[[list[str]], object]) -> None:
     """Builds the op library into `output`: the sources compiled at once, one per core, by
     `run` (which raises if a command fails), then linked. The objects go to a temporary
     directory, removed after."""
     with tempfile.TemporaryDirectory(prefix="tf_stitch_op_objects_") as objects:
         compiles, link = build_commands(output, Path(objects))
-        cores = workers or max(1, min(len(compiles), os.cpu_count() or 1))
+        cores = max(1, min(len(compiles), os.cpu_count() or 1))
         with ThreadPoolExecutor(max_workers=cores) as pool:
             for _ in pool.map(run, compiles):  # the first failure is raised
                 pass
