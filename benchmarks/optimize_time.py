@@ -106,9 +106,9 @@ def _measure_optimize(model: str) -> dict[str, Any]:
         return wrapper
 
     Pass.run = timed_run  # type: ignore[method-assign]
-    outline_module = importlib.import_module("tf_stitch.passes.outline")
-    for name in ("_compile_all", "_build_cuda"):  # the C++ compiler and nvcc, run by outline
-        setattr(outline_module, name, timed("compile kernels", getattr(outline_module, name)))
+    build_module = importlib.import_module("tf_stitch.codegen.build")
+    for name in ("_compile_all", "_build_cuda"):  # the C++ compiler and nvcc
+        setattr(build_module, name, timed("compile kernels", getattr(build_module, name)))
     frontends.load = timed("freeze and import", frontends.load)
     optimize_module.validate = timed("validate", optimize_module.validate)
     optimize_module.OptimizedFunction.__init__ = timed(  # type: ignore[method-assign]

@@ -12,7 +12,7 @@ from conftest import assert_close
 
 import tf_stitch
 from tf_stitch.codegen import cpu_columns
-from tf_stitch.fusion.memory_plan import COLUMN_LANES
+from tf_stitch.fusion.cost_model import COLUMN_LANES
 
 S = tf.TensorSpec
 

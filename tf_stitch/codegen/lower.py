@@ -48,7 +48,7 @@ from tf_stitch.codegen.lower_parts import (
     symbol_binder,
     tensor_strides,
 )
-from tf_stitch.fusion.cost_model import ROW_GUESS, unit_cycles
+from tf_stitch.fusion.cost_model import COLUMN_LANES, ROW_GUESS, unit_cycles
 from tf_stitch.fusion.layout_types import (
     GatherSource,
     LayoutKind,
@@ -57,7 +57,6 @@ from tf_stitch.fusion.layout_types import (
     SliceSource,
     data_inputs,
 )
-from tf_stitch.fusion.memory_plan import COLUMN_LANES
 from tf_stitch.fusion.op_kinds import OpKind, buffer_itemsize, op_spec
 from tf_stitch.fusion.planner import Group
 from tf_stitch.graph.ir import INT_DTYPES, Graph, Node, TensorRef

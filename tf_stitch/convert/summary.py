@@ -8,7 +8,7 @@ from typing import Any
 import tensorflow as tf
 
 from tf_stitch.convert.signature import ConvertedSignature
-from tf_stitch.passes.outline import common_scope
+from tf_stitch.graph.names import common_scope
 
 
 def _split(ranks: Sequence[int], dims: Sequence[int]) -> list[str]:

@@ -17,16 +17,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tf_stitch.fusion.cost_model import COLUMN_LANES
 from tf_stitch.fusion.decision import Decision, allow, forbid
 from tf_stitch.fusion.layout_types import Layout, LayoutKind, data_inputs
 from tf_stitch.fusion.op_kinds import buffer_itemsize, op_spec
 from tf_stitch.graph.ir import Graph, Node, TensorRef
 
 DEFAULT_BUDGET_BYTES = 20 * 1024
-# Units a column kernel (a reduction over outer axes) runs together, one per lane: a buffered
-# value then takes this many rows. Two cache lines of floats per row: on the 2-core dev VM,
-# batch statistics of [32,28,28,64] took 2.2 / 1.5 / 1.6 ms with 16 / 32 / 64 lanes.
-COLUMN_LANES = 32
 # A value whose recomputation costs at most this much (see op_kinds costs) is recomputed.
 RECOMPUTE_MAX_COST = 4
 # Rows of a matmul tile computed together: the register block of the CPU micro-kernel.

@@ -106,6 +106,10 @@ class PassContext:
         """Records what could not be done (a group left to TensorFlow, a kernel that did not
         compile, ...) and warns with `message`, which tells the user so."""
         self.records.append(Record(subject, forbid(reason), kind))
+        self.warn(message)
+
+    def warn(self, message: str) -> None:
+        """Warns the user with `message` (kept in `warnings` too)."""
         self.warnings.append(message)
         warnings.warn(message, RuntimeWarning, stacklevel=3)
 
