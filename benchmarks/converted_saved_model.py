@@ -24,7 +24,7 @@ import tensorflow as tf
 
 import tf_stitch  # noqa: F401 - registers the StitchedKernel op
 from tf_stitch.bench.report import run_header
-from tf_stitch.profiler.timing import interleaved
+from tf_stitch.profiler.measure.timing import interleaved
 
 
 def main() -> int:

@@ -32,8 +32,8 @@ import tensorflow as tf
 import tf_stitch
 from tf_stitch import hook
 from tf_stitch.bench.report import run_header
-from tf_stitch.profiler.op_launches import count_tf_launches
-from tf_stitch.profiler.timing import interleaved
+from tf_stitch.launches.op_launches import count_tf_launches
+from tf_stitch.profiler.measure.timing import interleaved
 
 
 def mnist_cnn() -> tuple[keras.Model, np.ndarray, np.ndarray, str]:

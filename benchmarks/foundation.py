@@ -27,7 +27,7 @@ import tensorflow as tf
 from benchmarks.compare import compare
 from tf_stitch.bench.report import run_header
 from tf_stitch.models.encoder import encoder_layer
-from tf_stitch.profiler.timing import Latency
+from tf_stitch.profiler.measure.timing import Latency
 
 
 def layer_norm_gelu(x: tf.Tensor, g: tf.Tensor, b: tf.Tensor) -> tf.Tensor:

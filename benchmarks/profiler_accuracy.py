@@ -14,10 +14,10 @@ Each profile measures `steps` steps, then adds blocks until its intervals are wi
 (`profile(min_confidence=..., time_limit=...)`).
 
 Prints, per profile: run A's model latency with its 95% interval (blocks of A and B
-interleaved, `profiler/stability.py`), the untraced reference timing and whether the interval
-holds it, the interval's half-width, the layers' sum against the latency, and the verdict
-(stable or unstable, and why), and the share of their busy time the traced threads were on
-a CPU (`profiler/thread_cpu.py`) beside the CPUs other processes took. Then issue 24's
+interleaved, `profiler/measure/stability.py`), the untraced reference timing and whether the
+interval holds it, the interval's half-width, the layers' sum against the latency, and the
+verdict (stable or unstable, and why), and the share of their busy time the traced threads were
+on a CPU (`profiler/measure/thread_cpu.py`) beside the CPUs other processes took. Then issue 24's
 targets: the interval holds the reference in >= 90% of the profiles; quiet: half-width <= 3%
 and the layer sum within 5%; busy: flagged unstable or still within 5%.
 """
@@ -41,7 +41,7 @@ import tensorflow as tf
 
 import tf_stitch
 from tf_stitch.bench.report import run_header
-from tf_stitch.profiler.timing import wait_for
+from tf_stitch.profiler.measure.timing import wait_for
 
 HOG = "while True: pass"
 

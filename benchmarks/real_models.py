@@ -322,8 +322,8 @@ def _write_json(path: str, now: str, results: dict[str, Measurement]) -> None:
 
 def _release() -> None:
     """Frees what one model's measurement left cached: Keras' graph state, and TensorFlow's
-    function instantiations (counting makes fresh ones, see profiler/fresh_executor.py), which
-    over the zoo's largest models filled 24 GB and the kernel killed the run."""
+    function instantiations (counting makes fresh ones, see profiler/measure/fresh_executor.py),
+    which over the zoo's largest models filled 24 GB and the kernel killed the run."""
     import gc
 
     import keras

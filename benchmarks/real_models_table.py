@@ -21,8 +21,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tf_stitch.bench.measure import Measurement
-from tf_stitch.profiler.stability import Estimate
-from tf_stitch.profiler.timing import Latency
+from tf_stitch.profiler.measure.stability import Estimate
+from tf_stitch.profiler.measure.timing import Latency
 
 HEADER = (
     "| model | TF | TF GPU | XLA:CPU | XLA:GPU | tf_stitch GPU | tf_stitch CPU | TF ms "

@@ -156,7 +156,7 @@ class Result:
 def measure(name: str, steps: int, rounds: int, seed: int, xla_gpu: bool) -> Result:
     import tf_stitch
     from tf_stitch.bench.measure import _xla_gpu_counts
-    from tf_stitch.profiler.timing import interleaved
+    from tf_stitch.profiler.measure.timing import interleaved
 
     build = MODELS[name]
     plain_t, stitched_t = build(seed), build(seed)

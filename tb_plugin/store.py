@@ -141,7 +141,7 @@ class Store:
             if hit is not None and hit[0] == stamp:
                 self._profiles.move_to_end(path.name)
                 return hit[1]
-        from tf_stitch.profiler.profile import Profile
+        from tf_stitch.profiler.store.profile import Profile
 
         try:
             loaded = Profile.load(path.parent.parent.parent, path.name)

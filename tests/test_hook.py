@@ -18,7 +18,7 @@ import tensorflow as tf
 
 import tf_stitch
 from tf_stitch import hook
-from tf_stitch.profiler.op_launches import count_tf_launches
+from tf_stitch.launches.op_launches import count_tf_launches
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -211,7 +211,7 @@ def _run(args: list[str], env: dict[str, str] | None = None) -> subprocess.Compl
 SCRIPT = """
 import sys
 import tensorflow as tf
-from tf_stitch.profiler.op_launches import count_tf_launches
+from tf_stitch.launches.op_launches import count_tf_launches
 f = tf.function(lambda x: tf.nn.softmax(tf.nn.relu(x * 2.0 + 1.0) * 0.5))
 print(sys.argv[1:], count_tf_launches(f, tf.ones([8, 16])).by_type.get("StitchedKernel", 0))
 """

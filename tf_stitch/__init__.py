@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     )
     from tf_stitch.profiler.analyses.facade import ProfileAnalysis
     from tf_stitch.profiler.api import ProfileError, profile
-    from tf_stitch.profiler.profile import Profile
+    from tf_stitch.profiler.store.profile import Profile
     from tf_stitch.serving import op_library_path
 
 
@@ -59,7 +59,7 @@ _EXPORTS = {
     "ProfileAnalysis": "tf_stitch.profiler.analyses.facade",
     "ProfileError": "tf_stitch.profiler.api",
     "profile": "tf_stitch.profiler.api",
-    "Profile": "tf_stitch.profiler.profile",
+    "Profile": "tf_stitch.profiler.store.profile",
     "op_library_path": "tf_stitch.serving",
 }
 

@@ -118,7 +118,7 @@ def _optimized_for(model: Any, inputs: list[Any]) -> Any:
 def _profile(args: argparse.Namespace) -> int:
     import tf_stitch
     from tf_stitch.profiler.models import load_for_profiling
-    from tf_stitch.profiler.spans import LEVELS
+    from tf_stitch.profiler.trace.spans import LEVELS
 
     model, inputs, name = load_for_profiling(args.model, args.batch)
     if args.optimize:

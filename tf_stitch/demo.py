@@ -43,7 +43,7 @@ def run(
 
     import tf_stitch
     from tf_stitch.models.encoder import encoder_layer
-    from tf_stitch.profiler.timing import interleaved
+    from tf_stitch.profiler.measure.timing import interleaved
     from tf_stitch.progress import Progress
 
     started = time.perf_counter()

@@ -40,6 +40,6 @@ class Progress:
             print(line, file=self.out, flush=True)
 
     def __call__(self, done: int, total: int) -> None:
-        """The `progress(done, total)` callback `profiler.timing.interleaved` takes."""
+        """The `progress(done, total)` callback `profiler.measure.timing.interleaved` takes."""
         self.total = max(total, 1)
         self.update(done)

@@ -10,7 +10,8 @@ import tf_stitch
 from tf_stitch.bench.gpu_plan import count_gpu_plan, without_twin_nodes
 from tf_stitch.bench.host_twin import host_twin, is_twin_node
 from tf_stitch.graph.ir import AttrList
-from tf_stitch.profiler.op_launches import OpLaunches, OpRun
+from tf_stitch.launches.op_launches import OpLaunches
+from tf_stitch.profiler.trace.op_events import OpRun
 
 W1 = tf.random.stateless_normal([3, 3, 4, 8], seed=[1, 2])
 B1 = tf.random.stateless_normal([8], seed=[3, 2])

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tf_stitch.bench.latency_ratio import RATIO_TARGET, confirm, paired_ratio, unsure
-from tf_stitch.profiler.stability import Estimate
-from tf_stitch.profiler.timing import Latency
+from tf_stitch.profiler.measure.stability import Estimate
+from tf_stitch.profiler.measure.timing import Latency
 
 
 def _lat(times: list[float]) -> Latency:

@@ -14,8 +14,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks.real_models import _write_json, targets
 from benchmarks.real_models_table import fill_xla_gpu, load, markdown_row
 from tf_stitch.bench.measure import Measurement
-from tf_stitch.profiler.stability import Estimate
-from tf_stitch.profiler.timing import Latency
+from tf_stitch.profiler.measure.stability import Estimate
+from tf_stitch.profiler.measure.timing import Latency
 
 
 def _m(tf_ms: float, ts_ms: float, ratio: Estimate, confirmed: int = 0) -> Measurement:

@@ -15,7 +15,7 @@ from tf_stitch.bench.report import (
     summary,
     text,
 )
-from tf_stitch.profiler.timing import Latency
+from tf_stitch.profiler.measure.timing import Latency
 
 
 def _m(

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from tf_stitch.characterize import storage
 from tf_stitch.characterize.campaign import characterize, parse_shard, select_models
-from tf_stitch.profiler.profile import Profile
+from tf_stitch.profiler.store.profile import Profile
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = "tests.characterize.zoo_fixtures"

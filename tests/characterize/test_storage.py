@@ -7,7 +7,7 @@ from pathlib import Path
 import tensorflow as tf
 
 from tf_stitch.characterize import storage
-from tf_stitch.profiler.profile import Profile
+from tf_stitch.profiler.store.profile import Profile
 
 RECORDED = Path(__file__).resolve().parents[1] / "profiler" / "fixtures" / "recorded"
 

@@ -14,7 +14,7 @@ from tensorflow.python.framework.convert_to_constants import (
 import tf_stitch
 from tf_stitch.graph.callable import function_from_graph_def
 from tf_stitch.graph.freeze import LOWER, freeze, restore_lowering
-from tf_stitch.profiler.op_launches import count_tf_launches
+from tf_stitch.launches.op_launches import count_tf_launches
 
 SPEC = tf.TensorSpec([None, 8])
 

@@ -14,7 +14,8 @@ from tf_stitch.launches.gpu_launches import (
     gpu_op_type,
     runs_on_host,
 )
-from tf_stitch.profiler.op_launches import OpLaunches, OpRun
+from tf_stitch.launches.op_launches import OpLaunches
+from tf_stitch.profiler.trace.op_events import OpRun
 
 
 def test_cpu_only_variants_count_as_the_op_they_replace() -> None:

@@ -12,10 +12,10 @@ import tensorflow as tf
 from conftest import assert_close
 from graph_helpers import assert_same_values, ops, v1_graph
 
+from tf_stitch.launches.op_launches import count_tf_launches
 from tf_stitch.passes import live_batch_norms as live_batch_norms_module
 from tf_stitch.passes.base import Options, PassContext
 from tf_stitch.passes.live_batch_norms import live_batch_norms
-from tf_stitch.profiler.op_launches import count_tf_launches
 
 RNG = np.random.default_rng(11)
 

@@ -12,8 +12,8 @@ import numpy as np
 import tensorflow as tf
 
 import tf_stitch
+from tf_stitch.launches.op_launches import count_tf_launches
 from tf_stitch.passes.packed_accumulators import has_packed_accumulators
-from tf_stitch.profiler.op_launches import count_tf_launches
 
 
 def _lstm_grads() -> tf.types.experimental.ConcreteFunction:

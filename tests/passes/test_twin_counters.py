@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 import tf_stitch
-from tf_stitch.profiler.op_launches import count_tf_launches
+from tf_stitch.launches.op_launches import count_tf_launches
 
 X = tf.random.stateless_normal([3, 4], seed=[7, 1])
 

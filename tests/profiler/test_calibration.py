@@ -6,8 +6,8 @@ import tempfile
 
 import tensorflow as tf
 
-from tf_stitch.profiler import leveled
-from tf_stitch.profiler.xplane import host_events
+from tf_stitch.profiler.measure import leveled
+from tf_stitch.profiler.trace.xplane import host_events
 from tf_stitch.runtime import op_library
 
 

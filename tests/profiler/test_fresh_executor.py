@@ -5,8 +5,8 @@ from __future__ import annotations
 import tensorflow as tf
 from tensorflow.python.eager import context
 
-from tf_stitch.profiler.fresh_executor import fresh_instantiations
-from tf_stitch.profiler.op_launches import count_tf_launches
+from tf_stitch.launches.op_launches import count_tf_launches
+from tf_stitch.profiler.measure.fresh_executor import fresh_instantiations
 
 TRIPS = 300
 

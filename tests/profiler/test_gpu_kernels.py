@@ -9,9 +9,9 @@ from typing import Any
 
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-from tf_stitch.profiler import gpu_kernels
-from tf_stitch.profiler.spans import step_spans
-from tf_stitch.profiler.xplane import host_events, step_intervals
+from tf_stitch.profiler.trace import gpu_kernels
+from tf_stitch.profiler.trace.spans import step_spans
+from tf_stitch.profiler.trace.xplane import host_events, step_intervals
 
 US = 1_000_000  # ps
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import itertools
 
-from tf_stitch.profiler import intervals
-from tf_stitch.profiler.intervals import assign_lanes, share_overlaps
-from tf_stitch.profiler.spans import Span
+from tf_stitch.profiler.trace import intervals
+from tf_stitch.profiler.trace.intervals import assign_lanes, share_overlaps
+from tf_stitch.profiler.trace.spans import Span
 
 
 def test_overlapping_spans_share_their_common_time() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tf_stitch.profiler.layers import OUTSIDE_LAYERS, keras_layer_names, layer_of, model_scope
+from tf_stitch.profiler.trace.layers import OUTSIDE_LAYERS, keras_layer_names, layer_of, model_scope
 
 
 def test_names_and_scopes() -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tf_stitch.profiler.merge import graft_kernels
-from tf_stitch.profiler.spans import Span
+from tf_stitch.profiler.trace.merge import graft_kernels
+from tf_stitch.profiler.trace.spans import Span
 
 
 def _step(op_starts: list[float], kernels: list[tuple[int, float, float]]) -> list[Span]:

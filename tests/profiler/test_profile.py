@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 import tf_stitch
-from tf_stitch.profiler.profile import META_FILE, SPANS_FILE, STORE_DIR
+from tf_stitch.profiler.store.profile import META_FILE, SPANS_FILE, STORE_DIR
 
 STEPS = 16
 
@@ -228,7 +228,7 @@ def test_min_confidence_adds_blocks_until_the_intervals_are_narrow_or_time_is_up
 
 def test_enough_blocks_is_judged_on_both_intervals() -> None:
     from tf_stitch.profiler.api import _narrow_enough
-    from tf_stitch.profiler.leveled import Blocks, TracedRun
+    from tf_stitch.profiler.measure.leveled import Blocks, TracedRun
 
     def blocks(a: list[float], b: list[float]) -> Blocks:
         ids = [i // 2 for i in range(len(a))]

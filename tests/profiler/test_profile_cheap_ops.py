@@ -1,5 +1,6 @@
 """profile(): run B traces every op of every step, also after run A's untraced steps made them
-cheap in TensorFlow's executor (profiler/fresh_executor.py; a loop's trips count as runs)."""
+cheap in TensorFlow's executor (profiler/measure/fresh_executor.py; a loop's trips count as
+runs)."""
 
 from __future__ import annotations
 

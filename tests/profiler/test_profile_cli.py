@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from tf_stitch import cli
 from tf_stitch.profiler.models import load_for_profiling, random_input
-from tf_stitch.profiler.profile import STORE_DIR
+from tf_stitch.profiler.store.profile import STORE_DIR
 
 
 def _keras_file(tmp_path: Path) -> Path:

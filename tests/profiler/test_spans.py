@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from tf_stitch.profiler.layers import FRAMEWORK_CALL, FRAMEWORK_RETURN, keras_layer_names
-from tf_stitch.profiler.leveled import trimmed_mean
-from tf_stitch.profiler.spans import step_spans
-from tf_stitch.profiler.xplane import StepInterval, TraceEvent
+from tf_stitch.profiler.measure.leveled import trimmed_mean
+from tf_stitch.profiler.trace.layers import FRAMEWORK_CALL, FRAMEWORK_RETURN, keras_layer_names
+from tf_stitch.profiler.trace.spans import step_spans
+from tf_stitch.profiler.trace.xplane import StepInterval, TraceEvent
 
 US = 1_000_000  # picoseconds in a microsecond
 COMPUTE, WORKER = "tf_Compute/1", "tf_numa_-1_Eigen/2"

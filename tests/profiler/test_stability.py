@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from tf_stitch.profiler import stability
-from tf_stitch.profiler.leveled import block_medians
-from tf_stitch.profiler.stability import Contention, CpuSample, estimate, judge
+from tf_stitch.profiler.measure import stability
+from tf_stitch.profiler.measure.leveled import block_medians
+from tf_stitch.profiler.measure.stability import Contention, CpuSample, estimate, judge
 
 # Block medians (ms) of run A and run B, 8 blocks of 10 steps, of a small Keras CNN (1.1 ms a
 # step) profiled on the 2-vCPU development VM, 2026-12-04: quiet, then with a busy loop on one

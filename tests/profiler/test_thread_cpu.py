@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from tf_stitch.profiler import thread_cpu
-from tf_stitch.profiler.spans import Span
-from tf_stitch.profiler.thread_cpu import UNNAMED, Reading
+from tf_stitch.profiler.measure import thread_cpu
+from tf_stitch.profiler.measure.thread_cpu import UNNAMED, Reading
+from tf_stitch.profiler.trace.spans import Span
 
 COMPUTE, EIGEN, CALLER = "tf_Compute/-8446390324", "tf_numa_-1_Eigen/4718663690", "python"
 

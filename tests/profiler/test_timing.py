@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from tf_stitch.profiler.timing import interleaved
+from tf_stitch.profiler.measure.timing import interleaved
 
 
 def test_calls_interleave_and_report_order_statistics() -> None:

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-from tf_stitch.profiler.xplane import (
+from tf_stitch.profiler.trace.xplane import (
     HOST_PLANE_NAME,
     StepInterval,
     TraceEvent,

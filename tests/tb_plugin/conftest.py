@@ -12,7 +12,7 @@ import tensorflow as tf
 
 import tf_stitch
 from tf_stitch.bench import run_bench
-from tf_stitch.profiler.profile import STORE_DIR
+from tf_stitch.profiler.store.profile import STORE_DIR
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tf_stitch.profiler.profile import Profile
+from tf_stitch.profiler.store.profile import Profile
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [

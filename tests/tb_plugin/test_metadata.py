@@ -7,7 +7,8 @@ import pytest
 
 from tb_plugin import metadata
 from tb_plugin.store import BadRequest, check_name
-from tf_stitch.profiler import profile, spans
+from tf_stitch.profiler.store import profile
+from tf_stitch.profiler.trace import spans
 
 NAMES = ["resnet50", "bert base (optimized)", "résumé", "a" * 255, "a..b", "..", ".", ""]
 NAMES += ["a/b", "a\\b", "a\x00b", "C:model", "c:", "/abs", "a" * 256]

@@ -14,7 +14,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug.test import Client
 
 from tb_plugin.plugin import TfStitchPlugin
-from tf_stitch.profiler.profile import COLUMNS, STORE_DIR
+from tf_stitch.profiler.store.profile import COLUMNS, STORE_DIR
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +118,7 @@ def test_unknown_runs_get_404_and_corrupt_files_500(client: Any) -> None:
 def test_a_100k_span_profile_is_paged(tmp_path: Path) -> None:
     import pandas as pd
 
-    from tf_stitch.profiler.profile import Profile
+    from tf_stitch.profiler.store.profile import Profile
 
     n = 100_000
     rows = {

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tf_stitch.profiler.op_launches import OpLaunches
+    from tf_stitch.launches.op_launches import OpLaunches
 
 MARKER = "GPU_PLAN "
 
@@ -56,7 +56,7 @@ def count_gpu_plan(
     import tf_stitch
     from tf_stitch.bench.measure import max_error
     from tf_stitch.launches.gpu_launches import count_gpu_launches
-    from tf_stitch.profiler.op_launches import count_tf_launches
+    from tf_stitch.launches.op_launches import count_tf_launches
 
     original = tf.function(fn, input_signature=list(signature))
     gpu = tf_stitch.optimize(original.get_concrete_function(), conv_layout="NCHW", freeze=freeze)

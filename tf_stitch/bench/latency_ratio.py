@@ -4,7 +4,7 @@ taken round by round, with a confidence interval, and a longer look where it is 
 A benchmark's rounds call TensorFlow's function and the optimized one back to back, so the two
 times of one round saw the same machine; their ratio cancels the drift that spreads each one's
 own times (on a shared VM, 0.7x-1.5x of the median). The median of the per-round ratios, with
-its 95% bootstrap interval (`profiler/stability.estimate`), is the figure judged against a
+its 95% bootstrap interval (`profiler/measure/stability.estimate`), is the figure judged against a
 target. Where that median is above the target but the interval reaches below it, the difference
 is within the noise of the rounds taken: `confirm` measures the two alone, alternating which
 goes first, for more rounds, and its estimate replaces the first.
@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tf_stitch.profiler.stability import Estimate, estimate
-from tf_stitch.profiler.timing import Latency, wait_for
+from tf_stitch.profiler.measure.stability import Estimate, estimate
+from tf_stitch.profiler.measure.timing import Latency, wait_for
 
 RATIO_TARGET = 1.03  # the optimized function may be this much slower: the noise of a median
 

@@ -13,8 +13,8 @@ import tensorflow as tf
 
 from tf_stitch.bench.latency_ratio import confirm, paired_ratio, unsure
 from tf_stitch.launches import xla_gpu
-from tf_stitch.profiler.stability import Estimate
-from tf_stitch.profiler.timing import Latency, interleaved
+from tf_stitch.profiler.measure.stability import Estimate
+from tf_stitch.profiler.measure.timing import Latency, interleaved
 
 # Kernels per step, in table order: TF's executor trace (as this CPU ran it and as a GPU would
 # run it), XLA:CPU's and XLA:GPU's optimized modules (GPU: both GEMM backends, since nothing is

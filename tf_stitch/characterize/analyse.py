@@ -23,7 +23,7 @@ from tf_stitch.profiler.analyses.op_types import op_type_distribution
 from tf_stitch.profiler.analyses.roofline import layer_roofline, op_roofline, ridge_point
 from tf_stitch.profiler.analyses.top_k import top_k
 from tf_stitch.profiler.analyses.type_distribution import type_distribution
-from tf_stitch.profiler.profile import Profile
+from tf_stitch.profiler.store.profile import Profile
 
 TOP = 5  # rows per model in the per-model tables
 

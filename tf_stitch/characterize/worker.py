@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_stitch.characterize import storage
-from tf_stitch.profiler.spans import LEVELS
+from tf_stitch.profiler.trace.spans import LEVELS
 
 TOLERANCE = dict(rtol=1e-3, atol=1e-4)  # of the optimized outputs, scaled by the output's size
 
@@ -88,7 +88,7 @@ def characterize_model(
     """Profiles one model into `logdir` and returns its record (also written there, last)."""
     import tf_stitch
     from tf_stitch import zoo
-    from tf_stitch.profiler.peaks import measure_peaks
+    from tf_stitch.profiler.measure.peaks import measure_peaks
 
     started = time.time()
     record: dict[str, Any] = {

@@ -270,7 +270,7 @@ def _check_outputs(c: ConvertedSignature, kwargs: dict[str, Any]) -> None:
 
 
 def _launches(c: ConvertedSignature, kwargs: dict[str, Any]) -> tuple[int, int] | None:
-    from tf_stitch.profiler.op_launches import count_tf_launches
+    from tf_stitch.launches.op_launches import count_tf_launches
 
     names = list(kwargs)
     args = [tf.convert_to_tensor(kwargs[n], dtype=c.specs[n].dtype) for n in names]

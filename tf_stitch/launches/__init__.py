@@ -1,8 +1,8 @@
 """Kernel launches counted and modelled: `count_launches` and its `LaunchReport` (`report.py`),
-the GPU launch model of a traced run (`gpu_launches.py`, `gpu_layout.py`), and XLA's kernels
-from its HLO (`hlo_kernels.py`; XLA:GPU without a GPU: `xla_gpu.py`, `xla_gpu_compile.py`,
-`hlo_copies.py`, `xla_gpu_targets/`). The ops a trace ran come from the profiler
-(`profiler/op_launches.py`).
+the ops a traced run executed, per step (`op_launches.py`, on the profiler's op events,
+`profiler/trace/op_events.py`), the GPU launch model of a traced run (`gpu_launches.py`,
+`gpu_layout.py`), and XLA's kernels from its HLO (`hlo_kernels.py`; XLA:GPU without a GPU:
+`xla_gpu.py`, `xla_gpu_compile.py`, `hlo_copies.py`, `xla_gpu_targets/`).
 
 The names are imported on first use, so that importing a module of this package imports no
 TensorFlow: `python -m tf_stitch.launches.xla_gpu_compile` runs JAX in a process of its own.

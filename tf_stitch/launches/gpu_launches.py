@@ -1,7 +1,7 @@
 """The kernels an optimized graph would launch on a GPU, from the ops its CPU run executed.
 
 No GPU is needed: the ops come from a real profiler trace of the optimized function on this
-host (`profiler.op_launches.OpLaunches.runs`, one entry per node that ran), and each is mapped
+host (`launches.op_launches.OpLaunches.runs`, one entry per node that ran), and each is mapped
 to what TensorFlow runs for it on a GPU:
 
 - a `StitchedKernel` with CUDA source is one kernel (`codegen/cuda.py`); one without CUDA
@@ -45,7 +45,7 @@ from tf_stitch.graph.ir import DTYPE_BYTES, Graph, Node, TensorRef
 from tf_stitch.graph.values import constant_value
 from tf_stitch.graph.variable_writes import ASSIGN_OP
 from tf_stitch.launches.gpu_layout import fused_call_kernels, layout_transposes
-from tf_stitch.profiler.op_launches import OpLaunches
+from tf_stitch.launches.op_launches import OpLaunches
 
 STITCHED_OP = "StitchedKernel"
 

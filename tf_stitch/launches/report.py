@@ -20,10 +20,10 @@ from tf_stitch.graph.ir import INT_DTYPES, Graph
 from tf_stitch.graph.op_view import graph_of_function
 from tf_stitch.launches.gpu_launches import GpuLaunches, count_gpu_launches
 from tf_stitch.launches.hlo_kernels import HloKernels, count_xla_cpu_launches
+from tf_stitch.launches.op_launches import OpLaunches, count_tf_launches
 from tf_stitch.optimize import OptimizedFunction, StitchFunction, optimize
 from tf_stitch.passes.nchw_layout import has_nhwc_convolutions, needs_nchw_host
 from tf_stitch.passes.packed_accumulators import has_packed_accumulators
-from tf_stitch.profiler.op_launches import OpLaunches, count_tf_launches
 
 
 @dataclass
@@ -102,7 +102,7 @@ def count_launches(fn: Any, *inputs: Any, steps: int = 3) -> LaunchReport:
     """Counts the kernels one call of `fn(*inputs)` executes, measured, three ways.
 
     TF and tf_stitch: the ops TensorFlow's executor runs per step, read from a real profiler
-    trace (`tf_stitch.profiler.op_launches`), leaving out ops that launch no kernel (Const,
+    trace (`tf_stitch.launches.op_launches`), leaving out ops that launch no kernel (Const,
     Identity, NoOp, _Arg/_Retval, Reshape-like aliases, Shape-like metadata, function calls).
     TF runs `fn` as a `tf.function` with Grappler on, as users run it; tf_stitch runs the
     optimized graph (optimizing `fn` first unless it already is an optimized function).

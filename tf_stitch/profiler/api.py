@@ -25,15 +25,15 @@ import tensorflow as tf
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
 from tf_stitch.graph.frontends import is_keras_model
-from tf_stitch.profiler import leveled, stability
 from tf_stitch.profiler.export.otlp import export_otlp
 from tf_stitch.profiler.export.xplane_levels import add_levels
-from tf_stitch.profiler.intervals import union_ns
-from tf_stitch.profiler.layers import keras_layer_names
-from tf_stitch.profiler.measure import Measured, ProfileError, measure
-from tf_stitch.profiler.op_table import op_table
-from tf_stitch.profiler.profile import COLUMNS, Profile, check_run_name
-from tf_stitch.profiler.spans import LEVELS, Span
+from tf_stitch.profiler.measure import leveled, stability
+from tf_stitch.profiler.measure.runs import Measured, ProfileError, measure
+from tf_stitch.profiler.store.profile import COLUMNS, Profile, check_run_name
+from tf_stitch.profiler.trace.intervals import union_ns
+from tf_stitch.profiler.trace.layers import keras_layer_names
+from tf_stitch.profiler.trace.op_table import op_table
+from tf_stitch.profiler.trace.spans import LEVELS, Span
 from tf_stitch.progress import Progress
 from tf_stitch.runtime.cache import replace_dir
 from tf_stitch.version import __version__

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tf_stitch.profiler.profile import Profile
+from tf_stitch.profiler.store.profile import Profile
 
 RECORDED = Path(__file__).resolve().parent.parent / "fixtures" / "recorded"
 PREFIX = "small_cnn_1/"

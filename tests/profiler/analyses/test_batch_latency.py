@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tf_stitch.profiler.analyses.batch_latency import latency_by_batch
-from tf_stitch.profiler.profile import Profile
+from tf_stitch.profiler.store.profile import Profile
 
 
 def test_throughput_from_latency() -> None:

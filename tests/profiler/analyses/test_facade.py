@@ -21,7 +21,7 @@ from tf_stitch.profiler.analyses import (
     type_distribution,
 )
 from tf_stitch.profiler.analyses.op_types import op_type_distribution
-from tf_stitch.profiler.profile import Profile
+from tf_stitch.profiler.store.profile import Profile
 
 PEAKS = {"flops_per_s": 1e11, "bytes_per_s": 2e10}
 

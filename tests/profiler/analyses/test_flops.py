@@ -9,7 +9,7 @@ import pytest
 
 from tests.profiler.analyses.conftest import PREFIX
 from tf_stitch.profiler.analyses.flops import executed_costs, executed_types, op_costs, op_flops
-from tf_stitch.profiler.profile import Profile
+from tf_stitch.profiler.store.profile import Profile
 
 
 def test_conv2d_is_two_flops_per_multiply_add() -> None:

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from tf_stitch.profiler.analyses.flops import op_costs
-from tf_stitch.profiler.op_table import op_table
+from tf_stitch.profiler.trace.op_table import op_table
 
 
 def _graph(model: Any, shape: list[int]) -> tf.Graph:

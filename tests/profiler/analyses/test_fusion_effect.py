@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tf_stitch.profiler.analyses.fusion_effect import fusion_effect
-from tf_stitch.profiler.profile import Profile
+from tf_stitch.profiler.store.profile import Profile
 
 
 def test_before_and_after(recorded: Profile) -> None:

@@ -10,7 +10,7 @@ from tf_stitch.profiler.analyses.kernels import (
     kernels_per_layer,
     launches_per_step,
 )
-from tf_stitch.profiler.profile import COLUMNS, Profile
+from tf_stitch.profiler.store.profile import COLUMNS, Profile
 
 
 def _tree() -> pd.DataFrame:

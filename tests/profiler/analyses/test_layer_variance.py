@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from tf_stitch.profiler.analyses.layer_variance import layer_variance
-from tf_stitch.profiler.profile import COLUMNS, Profile
+from tf_stitch.profiler.store.profile import COLUMNS, Profile
 
 
 def _spans(rows: list[tuple[int, str, str, float]]) -> pd.DataFrame:

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from tf_stitch.profiler.analyses.op_types import op_type_distribution
-from tf_stitch.profiler.profile import Profile
+from tf_stitch.profiler.store.profile import Profile
 
 
 def test_hand_made_table() -> None:

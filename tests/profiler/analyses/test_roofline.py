@@ -7,7 +7,7 @@ import pytest
 from tests.profiler.analyses.conftest import PREFIX
 from tf_stitch.profiler.analyses.flops import executed_costs, executed_types
 from tf_stitch.profiler.analyses.roofline import layer_roofline, op_roofline, ridge_point
-from tf_stitch.profiler.profile import Profile
+from tf_stitch.profiler.store.profile import Profile
 
 PEAKS = {"flops_per_s": 1e11, "bytes_per_s": 2e10}  # ridge at 5 FLOP/byte
 

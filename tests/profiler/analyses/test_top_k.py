@@ -6,7 +6,7 @@ import pytest
 
 from tests.profiler.analyses.conftest import PREFIX
 from tf_stitch.profiler.analyses.top_k import top_k
-from tf_stitch.profiler.profile import Profile
+from tf_stitch.profiler.store.profile import Profile
 
 
 def test_top_layers_with_their_share(recorded: Profile) -> None:

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from tf_stitch.profiler.analyses.type_distribution import type_distribution
-from tf_stitch.profiler.profile import Profile
+from tf_stitch.profiler.store.profile import Profile
 
 
 def test_recorded_profile_types(recorded: Profile) -> None:

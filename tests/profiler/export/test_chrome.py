@@ -15,7 +15,7 @@ import tensorflow as tf
 
 import tf_stitch
 from tf_stitch.profiler.export.chrome import write_chrome_trace
-from tf_stitch.profiler.profile import STORE_DIR, TRACE_FILE
+from tf_stitch.profiler.store.profile import STORE_DIR, TRACE_FILE
 
 
 def _fn(x: tf.Tensor, w: tf.Tensor) -> tf.Tensor:

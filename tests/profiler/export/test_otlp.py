@@ -17,7 +17,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 import tf_stitch
 from tf_stitch.profiler.export.otlp import traces_url
-from tf_stitch.profiler.profile import STORE_DIR
+from tf_stitch.profiler.store.profile import STORE_DIR
 
 STEPS = 3
 

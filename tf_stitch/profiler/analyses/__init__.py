@@ -9,7 +9,7 @@
 - `op_flops`, `op_costs(ops)`, `executed_costs(ops, executed_types(op_spans))`: analytic FLOPs
   and bytes from shapes, Grappler's fused ops included;
 - `op_roofline(op_spans, costs, peaks)`, `layer_roofline(...)`: intensity, achieved and
-  attainable FLOP/s, memory- or compute-bound against measured peaks (`profiler/peaks.py`);
+  attainable FLOP/s, memory- or compute-bound against measured peaks (`profiler/measure/peaks.py`);
 - `fusion_effect(before_spans, before_meta, after_spans, after_meta)`: what tf_stitch changed.
 
 `ProfileAnalysis(profile)` (`facade.py`, also `tf_stitch.ProfileAnalysis`) runs each of them on

@@ -27,7 +27,7 @@ from tf_stitch.profiler.analyses.op_types import op_type_distribution
 from tf_stitch.profiler.analyses.roofline import layer_roofline, op_roofline
 from tf_stitch.profiler.analyses.top_k import top_k
 from tf_stitch.profiler.analyses.type_distribution import type_distribution
-from tf_stitch.profiler.profile import Profile
+from tf_stitch.profiler.store.profile import Profile
 
 
 class ProfileAnalysis:
@@ -70,7 +70,7 @@ class ProfileAnalysis:
         return executed_costs(self.profile.ops, executed_types(self._op_spans()))
 
     def roofline_ops(self, peaks: Mapping[str, Any]) -> pd.DataFrame:
-        """Each op against the machine's `peaks` (`profiler/peaks.py`): intensity, achieved
+        """Each op against the machine's `peaks` (`profiler/measure/peaks.py`): intensity, achieved
         and attainable FLOP/s, memory- or compute-bound."""
         return op_roofline(self._op_spans(), self.op_costs(), peaks)
 

@@ -8,7 +8,7 @@ window per output element; softmax 5 and inference batch norm 2 per element. Dat
 (transpose, concat, gather, pad, cast, ...) is 0 FLOPs. These agree node for node with
 TensorFlow's own FLOP statistics (`tf.compat.v1.profiler`) where it has them (a test checks).
 Bytes are the op's input and output tensors (weights included), once each; ops that move no
-data (`op_launches.NO_KERNEL_OPS`) have none. An unknown dimension makes the op's figures NaN.
+data (`op_events.NO_KERNEL_OPS`) have none. An unknown dimension makes the op's figures NaN.
 
 An op Grappler fused into another (Conv2D + BiasAdd + Relu -> `_FusedConv2D`, named as the Relu)
 did not run on its own: `executed_costs` adds it to the op that ran in its place (the first op
@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from tf_stitch.graph.ir import DTYPE_BYTES
-from tf_stitch.profiler.op_launches import NO_KERNEL_OPS
+from tf_stitch.profiler.trace.op_events import NO_KERNEL_OPS
 
 ELEMENTWISE = frozenset(
     {

@@ -2,7 +2,7 @@
 
 Kernels are what the platform records at the kernel level: a tf_stitch-optimized graph's
 `StitchedKernel` runs on a CPU, CUDA kernels on a GPU. Where no kernels are recorded, a layer's
-launches are counted instead: the ops it ran that launch a kernel (`op_launches.NO_KERNEL_OPS`
+launches are counted instead: the ops it ran that launch a kernel (`op_events.NO_KERNEL_OPS`
 excluded), as the launch counter counts them.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from tf_stitch.profiler.op_launches import NO_KERNEL_OPS
+from tf_stitch.profiler.trace.op_events import NO_KERNEL_OPS
 
 PER_LAYER_COLUMNS = ["layer", "launches_per_step", "kernels_per_step", "kernel_ms_per_step"]
 BY_NAME_COLUMNS = ["name", "calls_per_step", "ms_per_step", "mean_us", "share"]

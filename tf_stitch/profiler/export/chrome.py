@@ -14,8 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from tf_stitch.profiler.intervals import assign_lanes
-from tf_stitch.profiler.spans import LEVELS
+from tf_stitch.profiler.trace.intervals import assign_lanes
+from tf_stitch.profiler.trace.spans import LEVELS
 
 PID = 1
 STEP_GAP_US = 10.0  # between consecutive steps on the timeline

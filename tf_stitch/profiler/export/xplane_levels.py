@@ -9,9 +9,9 @@ from typing import Any
 
 import pandas as pd
 
-from tf_stitch.profiler.intervals import assign_lanes
-from tf_stitch.profiler.spans import LEVELS
-from tf_stitch.profiler.xplane import HOST_PLANE_NAME
+from tf_stitch.profiler.trace.intervals import assign_lanes
+from tf_stitch.profiler.trace.spans import LEVELS
+from tf_stitch.profiler.trace.xplane import HOST_PLANE_NAME
 
 LINE_PREFIX = "tf_stitch: "
 _LINE_ID_BASE = 1 << 40  # far above the thread ids TensorFlow uses for its lines

@@ -3,8 +3,8 @@ kernels under run B's ops."""
 
 from __future__ import annotations
 
-from tf_stitch.profiler.intervals import share_overlaps
-from tf_stitch.profiler.spans import Span
+from tf_stitch.profiler.trace.intervals import share_overlaps
+from tf_stitch.profiler.trace.spans import Span
 
 
 def graft_kernels(into: list[list[Span]], source: list[list[Span]]) -> int:

@@ -25,10 +25,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tb_plugin import metadata
-from tf_stitch.profiler.intervals import share_overlaps
-from tf_stitch.profiler.layers import FRAMEWORK_CALL, FRAMEWORK_RETURN, layer_of, model_scope
-from tf_stitch.profiler.op_launches import op_run_of
-from tf_stitch.profiler.xplane import StepInterval, TraceEvent
+from tf_stitch.profiler.trace.intervals import share_overlaps
+from tf_stitch.profiler.trace.layers import FRAMEWORK_CALL, FRAMEWORK_RETURN, layer_of, model_scope
+from tf_stitch.profiler.trace.op_events import op_run_of
+from tf_stitch.profiler.trace.xplane import StepInterval, TraceEvent
 
 LEVELS = metadata.LEVELS  # outermost first (tb_plugin/metadata.py owns them)
 _RECORD, _START, _STOP = (

@@ -15,8 +15,8 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from tf_stitch.profiler.op_launches import op_run_of
-from tf_stitch.profiler.xplane import (
+from tf_stitch.profiler.trace.op_events import op_run_of
+from tf_stitch.profiler.trace.xplane import (
     TraceEvent,
     find_xplane_files,
     load_xspace,

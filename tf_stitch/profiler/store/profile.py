@@ -29,9 +29,9 @@ import pandas as pd
 
 from tb_plugin import metadata
 from tf_stitch.profiler.export.chrome import chrome_trace, write_chrome_trace
-from tf_stitch.profiler.leveled import TRIM
-from tf_stitch.profiler.op_table import OP_COLUMNS
-from tf_stitch.profiler.spans import LEVELS
+from tf_stitch.profiler.measure.leveled import TRIM
+from tf_stitch.profiler.trace.op_table import OP_COLUMNS
+from tf_stitch.profiler.trace.spans import LEVELS
 from tf_stitch.runtime.cache import replace_dir
 
 # Where the tab looks for profiles and what it opens (tb_plugin/metadata.py owns the names).

@@ -29,11 +29,12 @@ from typing import Any
 import tensorflow as tf
 
 from tf_stitch.collector import collector_paused
-from tf_stitch.profiler import gpu_kernels, thread_cpu
-from tf_stitch.profiler.fresh_executor import fresh_instantiations
-from tf_stitch.profiler.spans import Span, step_spans
-from tf_stitch.profiler.timing import wait_for
-from tf_stitch.profiler.xplane import (
+from tf_stitch.profiler.measure import thread_cpu
+from tf_stitch.profiler.measure.fresh_executor import fresh_instantiations
+from tf_stitch.profiler.measure.timing import wait_for
+from tf_stitch.profiler.trace import gpu_kernels
+from tf_stitch.profiler.trace.spans import Span, step_spans
+from tf_stitch.profiler.trace.xplane import (
     TraceEvent,
     find_xplane_files,
     host_events,

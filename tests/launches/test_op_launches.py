@@ -11,16 +11,14 @@ import pytest
 import tensorflow as tf
 from tensorflow.python.eager import context
 
-from tf_stitch.profiler.op_launches import (
-    NO_KERNEL_OPS,
+from tf_stitch.launches.op_launches import (
     OpLaunches,
-    OpRun,
     count_ops_per_step,
     count_tf_launches,
-    op_type_of,
     summarize_steps,
 )
-from tf_stitch.profiler.xplane import StepInterval, TraceEvent
+from tf_stitch.profiler.trace.op_events import NO_KERNEL_OPS, OpRun, op_type_of
+from tf_stitch.profiler.trace.xplane import StepInterval, TraceEvent
 
 # Layer norm + exact GELU, counted by hand from the traced graph: moments = Mean, StopGradient
 # (no kernel), SquaredDifference, Mean; then AddV2 (eps), Rsqrt, Sub, Mul, Mul (gamma),

@@ -32,8 +32,8 @@ import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tf_stitch.profiler.intervals import subtract, union_ns
-from tf_stitch.profiler.spans import Span
+from tf_stitch.profiler.trace.intervals import subtract, union_ns
+from tf_stitch.profiler.trace.spans import Span
 
 COMM_LENGTH = 15  # Linux keeps a thread's name to 15 bytes
 UNNAMED = "(threads without a pool name)"

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tf_stitch.graph.variable_writes import ASSIGN_OP, STITCHED_OP
-from tf_stitch.profiler import leveled, thread_cpu
-from tf_stitch.profiler.fresh_executor import fresh_instantiations
-from tf_stitch.profiler.merge import graft_kernels
-from tf_stitch.profiler.spans import Span
+from tf_stitch.profiler.measure import leveled, thread_cpu
+from tf_stitch.profiler.measure.fresh_executor import fresh_instantiations
+from tf_stitch.profiler.trace.merge import graft_kernels
+from tf_stitch.profiler.trace.spans import Span
 from tf_stitch.progress import Progress
 
 
