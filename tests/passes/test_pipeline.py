@@ -208,3 +208,12 @@ def test_repro_runs_with_unknown_rank_and_integer_inputs(
     run_pipeline(v1_graph(build), compilers=COMPILERS)
     stdout = run_repro(tmp_path / "repro.py", tmp_path)
     assert "out:0 (2,) float32" in stdout and "n_out:0 (2, 2) int32" in stdout
+
+
+def test_every_pass_module_has_its_own_test() -> None:
+    root = Path(__file__).resolve().parents[2]
+    modules = [p.stem for p in (root / "tf_stitch" / "passes").glob("*.py")]
+    missing = [
+        m for m in modules if m != "__init__" and not (root / f"tests/passes/test_{m}.py").exists()
+    ]
+    assert not missing, f"passes without tests/passes/test_<name>.py: {missing}"

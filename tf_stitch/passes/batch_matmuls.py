@@ -14,6 +14,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from tf_stitch.graph.guards import Guard
 from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef
 from tf_stitch.graph.values import constant_value
 from tf_stitch.passes.base import PassContext, graph_pass
@@ -24,13 +25,10 @@ from tf_stitch.passes.builder import NodeBuilder
 def batch_matmuls(graph: Graph, ctx: PassContext) -> Graph:
     """Replaces MatMuls of every piece of one Unpack by the same weights with one MatMul."""
     out = graph.copy()
-    keep = out.fed() | out.fetched()
-    control = out.control_consumers()
+    guard = Guard(out)
     families: dict[tuple[str, TensorRef, bool], list[Node]] = defaultdict(list)
     for node in out:
-        if node.op != "MatMul" or node.control_inputs or node.name in control:
-            continue
-        if node.attrs.get("transpose_a") or node.output(0) in keep:
+        if node.op != "MatMul" or not guard.removable(node) or node.attrs.get("transpose_a"):
             continue
         lhs = out.nodes.get(node.inputs[0].node)
         if lhs is None or lhs.op != "Unpack" or int(lhs.attrs.get("axis", 0)) != 0:

@@ -22,6 +22,7 @@ import numpy as np
 
 from tf_stitch.fusion.static_args import reduction_axes
 from tf_stitch.fusion.symbolic_dims import SymbolicDims
+from tf_stitch.graph.guards import Guard
 from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef
 from tf_stitch.passes.base import PassContext, graph_pass
 from tf_stitch.passes.builder import NodeBuilder
@@ -33,17 +34,16 @@ BATCH_MATMULS = ("BatchMatMul", "BatchMatMulV2", "BatchMatMulV3")
 @graph_pass("batched-weight-grads")
 def batched_weight_grads(graph: Graph, ctx: PassContext) -> Graph:
     """Replaces Sums over a batched `x^T dy`'s batch axes by one MatMul of the rows stacked."""
-    sums = [n for n in graph if n.op == "Sum" and not n.control_inputs]
+    guard = Guard(graph)
+    sums = [n for n in graph if n.op == "Sum" and guard.rewritable(n)]
     if not any(_product(graph, n) is not None for n in sums):
         return graph
     out = graph.copy()
     dims = SymbolicDims(out, proven=True)
     readers = out.consumers()
-    ordered = out.control_consumers()
-    fetched = {r.node for r in out.outputs}
     for node in sums:
         product = _product(out, node)
-        if product is None or product.name in ordered or product.name in fetched:
+        if product is None or not guard.removable(product):
             continue
         if readers.get(product.output(0), []) != [node.name]:
             continue  # the batched product is needed as it is anyway
@@ -61,7 +61,7 @@ def _product(graph: Graph, node: Node) -> Node | None:
     source = graph.nodes.get(node.inputs[0].node)
     if source is None or source.op not in BATCH_MATMULS or node.inputs[0].index != 0:
         return None
-    if source.control_inputs or not source.attrs.get("adj_x") or source.attrs.get("adj_y"):
+    if not source.attrs.get("adj_x") or source.attrs.get("adj_y"):
         return None
     rank = graph.info(node.inputs[0]).rank
     if rank is None or rank < 3 or reduction_axes(graph, node) != tuple(range(rank - 2)):

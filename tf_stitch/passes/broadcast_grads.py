@@ -25,6 +25,7 @@ import numpy as np
 
 from tf_stitch.fusion.loop_dims import element_value_classes
 from tf_stitch.fusion.symbolic_dims import LIST_READS, SymbolicDims
+from tf_stitch.graph.guards import Guard
 from tf_stitch.graph.io import infer_shapes
 from tf_stitch.graph.ir import Graph, Node, TensorRef
 from tf_stitch.graph.values import constant_value
@@ -60,6 +61,7 @@ def broadcast_grads(graph: Graph, ctx: PassContext) -> Graph:
     folded = fold_constants.run(graph, PassContext())
     proofs = Proofs(SymbolicDims(folded, proven=True), static_reshape.run(folded, PassContext()))
     consumers = out.consumers()
+    guard = Guard(out)
     changed = False
     for node in args:
         x, y = (shape_source(out, r) for r in node.inputs[:2])
@@ -70,7 +72,9 @@ def broadcast_grads(graph: Graph, ctx: PassContext) -> Graph:
             if axes is None:
                 continue
             for name in consumers.get(node.output(k), []):
-                changed |= _fix_sum(out, out.nodes[name], node.output(k), axes, own, consumers)
+                reader = out.nodes[name]
+                if guard.rewritable(reader):
+                    changed |= _fix_sum(out, reader, node.output(k), axes, own, consumers)
     return infer_shapes(out) if changed else out
 
 
@@ -185,7 +189,7 @@ def _fix_sum(
     own: Source,
     consumers: dict[TensorRef, list[str]],
 ) -> bool:
-    if node.op != "Sum" or node.inputs[1:] != [axes_ref] or node.control_inputs:
+    if node.op != "Sum" or node.inputs[1:] != [axes_ref]:
         return False
     dtype = node.attrs.get("Tidx")
     index_type = getattr(dtype, "name", "int32")

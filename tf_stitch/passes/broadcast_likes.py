@@ -19,25 +19,26 @@ tiling a value whose every size is 1 by `t`'s sizes is broadcasting it to `t`'s 
 
 from __future__ import annotations
 
+from tf_stitch.graph.guards import Guard
 from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef
 from tf_stitch.passes.base import PassContext, graph_pass
 from tf_stitch.passes.builder import NodeBuilder
 from tf_stitch.passes.decompose_common import replace_with
+from tf_stitch.passes.patterns import ANY, OpPattern, find_all
+
+_TO_SHAPE = OpPattern("BroadcastTo|Tile", inputs=(ANY, OpPattern("Shape", name="shape")))
 
 
 @graph_pass("broadcast-likes")
 def broadcast_likes(graph: Graph, ctx: PassContext) -> Graph:
     """Rewrites BroadcastTos to the shape of a float32 tensor as products with its OnesLike."""
     out = graph.copy()
-    fed = out.fed()
-    for node in list(out):
-        tiled = node.op == "Tile" and _ones_of_rank(out, node)
-        if not (node.op == "BroadcastTo" or tiled) or node.control_inputs:
+    guard = Guard(out)
+    for m in find_all(out, _TO_SHAPE):
+        node, shape_of = m.root, m.bound["shape"]
+        if node.op == "Tile" and not _ones_of_rank(out, node):
             continue
-        if node.inputs[1] in fed:
-            continue
-        shape_of = out.nodes.get(node.inputs[1].node)
-        if shape_of is None or shape_of.op != "Shape" or shape_of.control_inputs:
+        if not (guard.rewritable(node) and guard.rewritable(shape_of)):
             continue
         x, t = node.inputs[0], shape_of.inputs[0]
         if _same_broadcast(out, x, t, node.outputs[0]):

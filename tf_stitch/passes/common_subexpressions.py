@@ -27,6 +27,7 @@ from typing import Any
 from tf_stitch.fusion.bundles import WRITES
 from tf_stitch.fusion.legality import is_stateful
 from tf_stitch.fusion.op_kinds import OpKind, op_spec
+from tf_stitch.graph.guards import Guard
 from tf_stitch.graph.ir import AttrList, FuncRef, Graph, Node, TensorRef, TensorValue
 from tf_stitch.passes.base import PassContext, graph_pass
 
@@ -60,7 +61,8 @@ class _Unhashable(Exception):
 def eliminate_common_subexpressions(graph: Graph, ctx: PassContext) -> Graph:
     """Readers of a node that duplicates an earlier one read the earlier one; duplicates go."""
     out = graph.copy()
-    keep = {r.node for r in out.inputs} | {r.node for r in out.outputs} | set(out.targets)
+    guard = Guard(out)
+    keep = guard.fed | guard.named  # (control edges are merged, not kept apart)
     # A variable write takes its value's buffer when it is the value's only reader (a copy
     # otherwise): values written stay apart from their twins.
     written = {n.inputs[1].node for n in out if n.op in WRITES and len(n.inputs) > 1}

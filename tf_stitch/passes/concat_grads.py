@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from tf_stitch.fusion.symbolic_dims import SymbolicDims
+from tf_stitch.graph.guards import Guard
 from tf_stitch.graph.ir import DType, Graph, Node, TensorRef
 from tf_stitch.graph.values import constant_value
 from tf_stitch.passes.base import PassContext, graph_pass
@@ -28,7 +29,8 @@ def concat_grads(graph: Graph, ctx: PassContext) -> Graph:
     """Gives the Slices of a concatenation's gradient constant bounds where the graph decides
     them."""
     out = graph.copy()
-    found = {n.name: _offset_slice(out, n) for n in out if n.op == "Slice"}
+    guard = Guard(out)
+    found = {n.name: _offset_slice(out, n) for n in out if n.op == "Slice" and guard.rewritable(n)}
     slices = [(out.node(name), f) for name, f in found.items() if f is not None]
     if not slices:
         return out
@@ -53,7 +55,7 @@ def concat_grads(graph: Graph, ctx: PassContext) -> Graph:
 
 def _offset_slice(graph: Graph, node: Node) -> tuple[Node, int] | None:
     """(the ConcatOffset, k) of `Slice(g, ConcatOffset(..)[k], <its shape k>)`, else None."""
-    if len(node.inputs) != 3 or node.control_inputs:
+    if len(node.inputs) != 3:
         return None
     offsets = graph.nodes.get(node.inputs[1].node)
     if offsets is None or offsets.op != "ConcatOffset":

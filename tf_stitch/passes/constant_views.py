@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tf_stitch.graph.guards import Guard
 from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorValue
 from tf_stitch.graph.values import constant_value
 from tf_stitch.passes.base import PassContext, graph_pass
@@ -27,10 +28,10 @@ def fold_constant_views(graph: Graph, ctx: PassContext) -> Graph:
     """Replaces views of Const nodes by Const nodes holding the viewed value."""
     out = graph.copy()
     users = out.consumers()
-    fed = {r.node for r in out.inputs}
+    guard = Guard(out)
     for m in [m for pattern in _VIEWS_OF_CONSTANTS for m in find_all(out, pattern)]:
         node = m.root
-        if node.control_inputs or node.name in fed or any(r.node in fed for r in node.inputs):
+        if not guard.rewritable(node) or any(r.node in guard.fed for r in node.inputs):
             continue
         src = constant_value(out, node.inputs[0])
         info = node.outputs[0]

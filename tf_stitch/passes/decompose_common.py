@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tf_stitch.graph.guards import Guard
 from tf_stitch.graph.ir import Graph, Node
 
 
 class _Uses:
-    """What `decomposable` asks of the graph, collected once: the nodes others are ordered
-    after, the fed nodes and which outputs of each node are read or fetched. A rewrite that
-    replaces a node under its own name (replace_with) leaves these true for every other node."""
+    """What `decomposable` asks of the graph, collected once: what the guard leaves alone and
+    which outputs of each node are read or fetched. A rewrite that replaces a node under its
+    own name (replace_with) leaves these true for every other node."""
 
     def __init__(self, graph: Graph) -> None:
-        self.ordered = graph.control_consumers()
-        self.fed = {r.node for r in graph.inputs}
+        self.guard = Guard(graph)
         self.used: dict[str, set[int]] = {}
         for n in graph:
             for r in n.inputs:
@@ -28,7 +28,7 @@ class _Uses:
         """A composite of one of `dtypes` (float32 unless the decomposition builds its ops in
         the node's dtype) and of known rank, not fed, with no control edges, only output 0
         used."""
-        if node.control_inputs or node.name in self.ordered or node.name in self.fed:
+        if not self.guard.rewritable(node) or node.name in self.guard.ordered:
             return False
         dtype = node.attrs.get(dtype_attr)
         if getattr(dtype, "name", None) not in dtypes:

@@ -9,27 +9,28 @@ are elementwise ops of `t` that never read its values, so kernels take them in.
 
 from __future__ import annotations
 
+from tf_stitch.graph.guards import Guard
 from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef
 from tf_stitch.graph.values import constant_value
 from tf_stitch.passes.base import PassContext, graph_pass
 from tf_stitch.passes.builder import NodeBuilder
 from tf_stitch.passes.decompose_common import replace_with
+from tf_stitch.passes.patterns import ANY, OpPattern, find_all
 
 _DTYPES = ("float32", "bool")
+_FILL_OF_SHAPE = OpPattern("Fill", inputs=(OpPattern("Shape", name="shape"), ANY))
 
 
 @graph_pass("fill-likes")
 def fill_likes(graph: Graph, ctx: PassContext) -> Graph:
     """Rewrites Fills of a tensor's shape with a constant scalar as OnesLike/ZerosLike of it."""
     out = graph.copy()
-    fed = {r.node for r in out.inputs}
-    for node in list(out):
-        if node.op != "Fill" or node.control_inputs or node.name in fed:
+    guard = Guard(out)
+    for m in find_all(out, _FILL_OF_SHAPE):
+        node, shape_of = m.root, m.bound["shape"]
+        if not (guard.rewritable(node) and guard.rewritable(shape_of)):
             continue
-        shape_of = out.nodes.get(node.inputs[0].node)
         value = constant_value(out, node.inputs[1])
-        if shape_of is None or shape_of.op != "Shape" or shape_of.control_inputs:
-            continue
         if value is None or value.ndim != 0:
             continue
         source = shape_of.inputs[0]

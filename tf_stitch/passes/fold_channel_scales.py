@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tf_stitch.graph.guards import Guard
 from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef
 from tf_stitch.graph.values import constant_value
 from tf_stitch.passes.base import PassContext, graph_pass
@@ -29,23 +30,23 @@ def fold_channel_scales(graph: Graph, ctx: PassContext) -> Graph:
     # Readers of the chains' values: a chain is rewritten whole, so no other chain's readers
     # change (its library call's output keeps its readers).
     readers = out.consumers()
-    ordered = out.control_consumers()
+    guard = Guard(out)
     for node in list(out):
-        if node.name in out and _weights(out, node) is not None:
-            _fold(out, node, readers, ordered)
+        if node.name in out and _weights(out, guard, node) is not None:
+            _fold(out, guard, node, readers)
     return out
 
 
-def _weights(graph: Graph, node: Node) -> np.ndarray | None:
+def _weights(graph: Graph, guard: Guard, node: Node) -> np.ndarray | None:
     """The constant float32 weights of a matmul or NHWC convolution whose output channels are
     its last axis, else None."""
-    if node.op not in ("MatMul", "Conv2D", "DepthwiseConv2dNative") or node.control_inputs:
+    if node.op not in ("MatMul", "Conv2D", "DepthwiseConv2dNative") or not guard.rewritable(node):
         return None
     if node.op != "MatMul" and node.attrs.get("data_format", b"NHWC") not in (b"NHWC", "NHWC"):
         return None
     if node.op == "MatMul" and node.attrs.get("transpose_a", False):
         return None
-    if node.outputs[0].dtype != "float32" or node.inputs[1] in graph.fed():
+    if node.outputs[0].dtype != "float32" or node.inputs[1].node in guard.fed:
         return None
     weights = constant_value(graph, node.inputs[1])
     return None if weights is None or weights.dtype != np.float32 else weights
@@ -54,13 +55,13 @@ def _weights(graph: Graph, node: Node) -> np.ndarray | None:
 Readers = dict[TensorRef, list[str]]
 
 
-def _fold(graph: Graph, lib: Node, readers: Readers, ordered: dict[str, list[str]]) -> None:
+def _fold(graph: Graph, guard: Guard, lib: Node, readers: Readers) -> None:
     channels = lib.outputs[0].shape[-1] if lib.outputs[0].shape else None
     if channels is None:
         return
 
     def step(ref: TensorRef, ops: tuple[str, ...]) -> tuple[Node | None, np.ndarray | None]:
-        if ref.node in ordered:
+        if ref.node in guard.ordered:
             return None, None
         return _constant_operand(graph, ref, readers.get(ref, []), ops, channels)
 
@@ -70,7 +71,7 @@ def _fold(graph: Graph, lib: Node, readers: Readers, ordered: dict[str, list[str
     if mul is None or scale is None:
         return
     shift_node, shift = step(mul.output(0), _ADDS)
-    weights = _weights(graph, lib)
+    weights = _weights(graph, guard, lib)
     assert weights is not None
     folded = _scaled(lib, weights, scale)
     offset = (bias * scale if bias is not None else 0.0) + (shift if shift is not None else 0.0)

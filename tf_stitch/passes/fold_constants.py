@@ -12,6 +12,7 @@ import numpy as np
 from tf_stitch.fusion.legality import is_stateful
 from tf_stitch.fusion.op_kinds import OpKind, op_kind
 from tf_stitch.graph.evaluate import evaluate
+from tf_stitch.graph.guards import Guard
 from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorValue
 from tf_stitch.graph.shape_values import partial_value
 from tf_stitch.passes.base import PassContext, graph_pass
@@ -73,22 +74,22 @@ def _sweep(graph: Graph) -> Graph | None:
     constant: set[str] = set()
     folds: list[Node] = []
     changed = False
-    keep = {r.node for r in graph.inputs}
+    guard = Guard(graph)
     for node in graph.topological_order():
-        if node.op == "Const" and not node.control_inputs and node.name not in keep:
+        if node.op == "Const" and guard.rewritable(node):
             constant.add(node.name)  # (a fed Const's value is whatever is fed)
-        elif _static_shape_op(graph, node, keep):
+        elif _static_shape_op(graph, node, guard):
             # The value is the input's static shape: no need to compute the input.
             out.nodes[node.name] = _const_node(node, _shape_value(graph, node))
             constant.add(node.name)
             changed = True
-        elif _known_shape_value(graph, node, keep):
+        elif _known_shape_value(graph, node, guard):
             # Shape arithmetic that only reads sizes known now (a sequence length).
             known = partial_value(graph, node.output(0))
             out.nodes[node.name] = _const_node(node, np.asarray(known, _np_int(node)))
             constant.add(node.name)
             changed = True
-        elif _foldable(node, constant, keep):
+        elif _foldable(node, constant, guard):
             constant.add(node.name)
             folds.append(node)
     if folds:
@@ -123,10 +124,10 @@ def _np_int(node: Node) -> type:
     return np.int64 if node.outputs[0].dtype == "int64" else np.int32
 
 
-def _known_shape_value(graph: Graph, node: Node, keep: set[str]) -> bool:
+def _known_shape_value(graph: Graph, node: Node, guard: Guard) -> bool:
     """An integer op of shape arithmetic whose value is known although its input's is not (a
     static dim of Shape(x) where x has an unknown batch)."""
-    if node.op not in _SHAPE_ARITHMETIC or node.control_inputs or node.name in keep:
+    if node.op not in _SHAPE_ARITHMETIC or not guard.rewritable(node):
         return False
     if len(node.outputs) != 1 or node.outputs[0].dtype not in ("int32", "int64"):
         return False
@@ -136,15 +137,15 @@ def _known_shape_value(graph: Graph, node: Node, keep: set[str]) -> bool:
     return isinstance(value, list) and None not in value
 
 
-def _static_shape_op(graph: Graph, node: Node, keep: set[str]) -> bool:
-    if node.op not in _SHAPE_OPS or node.control_inputs or node.name in keep:
+def _static_shape_op(graph: Graph, node: Node, guard: Guard) -> bool:
+    if node.op not in _SHAPE_OPS or not guard.rewritable(node):
         return False
     return graph.info(node.inputs[0]).fully_defined()
 
 
-def _foldable(node: Node, constant: set[str], keep: set[str]) -> bool:
+def _foldable(node: Node, constant: set[str], guard: Guard) -> bool:
     foldable_op = op_kind(node.op) in _FOLDABLE_KINDS or node.op in _FOLDABLE_ARRAY_OPS
-    if not foldable_op or node.control_inputs or node.name in keep:
+    if not foldable_op or not guard.rewritable(node):
         return False
     if len(node.outputs) != 1 or is_stateful(node.op):
         return False

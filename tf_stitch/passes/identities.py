@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tf_stitch.graph.guards import Guard
 from tf_stitch.graph.ir import Graph, Node, TensorRef
 from tf_stitch.graph.values import constant_value
 from tf_stitch.passes.base import PassContext, graph_pass
@@ -17,8 +18,7 @@ IDENTITY_OPS = frozenset({"Identity", "StopGradient", "Snapshot", "PreventGradie
 def forward_identities(graph: Graph, ctx: PassContext) -> Graph:
     """Removes Identity/StopGradient/Snapshot nodes that are not fed, fetched or ordered."""
     out = graph.copy()
-    keep = {r.node for r in out.inputs} | {r.node for r in out.outputs} | set(out.targets)
-    control_sources = out.control_consumers()
+    guard = Guard(out)
     forward: dict[TensorRef, TensorRef] = {}  # an identity's output -> what it forwards
 
     def source(ref: TensorRef) -> TensorRef:
@@ -29,10 +29,8 @@ def forward_identities(graph: Graph, ctx: PassContext) -> Graph:
     removed = []
     for node in out:
         if (
-            not _is_identity(out, node)
-            or node.control_inputs
-            or node.name in keep
-            or node.name in control_sources
+            not _is_identity(out, guard, node)
+            or not guard.removable(node)
             or out.node(source(node.inputs[0]).node).device != node.device
         ):
             continue
@@ -49,12 +47,12 @@ def forward_identities(graph: Graph, ctx: PassContext) -> Graph:
     return out
 
 
-def _is_identity(graph: Graph, node: Node) -> bool:
+def _is_identity(graph: Graph, guard: Guard, node: Node) -> bool:
     if node.op in IDENTITY_OPS:
         return len(node.inputs) == 1
     if node.op == "IdentityN":
         return len(node.inputs) == len(node.outputs) > 0
-    if node.op == "Transpose" and node.inputs[1] not in graph.fed():
+    if node.op == "Transpose" and node.inputs[1].node not in guard.fed:
         perm = constant_value(graph, node.inputs[1])
         return perm is not None and perm.ndim == 1 and bool(np.all(perm == np.arange(perm.size)))
     return False

@@ -30,6 +30,7 @@ import numpy as np
 
 from tf_stitch.fusion.decision import Record, RecordKind, forbid
 from tf_stitch.fusion.host_cpu import fused_batch_norm_pays
+from tf_stitch.graph.guards import Guard
 from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef
 from tf_stitch.graph.values import constant_value
 from tf_stitch.passes.base import PassContext, graph_pass
@@ -74,8 +75,9 @@ def live_batch_norms(graph: Graph, ctx: PassContext) -> Graph:
     out = graph.copy()
     readers = out.consumers()
     fetched = out.fetched()
+    guard = Guard(out)
     for node in list(out):
-        if not _convolution(node) or node.output(0) in fetched:
+        if not _convolution(node) or not guard.removable(node):
             continue
         found = _batch_norm(out, node, readers, fetched)
         if found is not None:
@@ -90,7 +92,6 @@ def _convolution(node: Node) -> bool:
         and node.outputs[0].dtype == "float32"
         and node.outputs[0].shape is not None
         and node.outputs[0].shape[-1] is not None
-        and not node.control_inputs
     )
 
 

@@ -8,9 +8,13 @@ of two or three.
 
 from __future__ import annotations
 
+from tf_stitch.graph.guards import Guard
 from tf_stitch.graph.ir import Graph, Node
 from tf_stitch.graph.values import constant_value
 from tf_stitch.passes.base import PassContext, graph_pass
+from tf_stitch.passes.patterns import ANY, OpPattern, find_all
+
+_VIEW_OF_PACK = OpPattern("Transpose|ReverseV2", inputs=(OpPattern("Pack", name="pack"), ANY))
 
 
 @graph_pass("pack-views")
@@ -21,14 +25,12 @@ def pack_views(graph: Graph, ctx: PassContext) -> Graph:
     while changed:  # a Reverse of a Transpose of a Pack folds in two rounds
         changed = False
         consumers = out.consumers()
-        keep = out.fed() | out.fetched()
-        for node in list(out):
-            if node.op not in ("Transpose", "ReverseV2") or node.control_inputs:
+        guard = Guard(out)
+        for m in find_all(out, _VIEW_OF_PACK):
+            node, pack = m.root, m.bound["pack"]
+            if not (guard.rewritable(node) and guard.removable(pack)):
                 continue
-            pack = out.nodes.get(node.inputs[0].node)
-            if pack is None or pack.op != "Pack" or pack.control_inputs:
-                continue
-            if pack.output(0) in keep or consumers.get(pack.output(0), []) != [node.name]:
+            if consumers.get(pack.output(0), []) != [node.name]:
                 continue
             folded = _fold(out, node, pack)
             if folded is not None:

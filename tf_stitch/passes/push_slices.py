@@ -20,6 +20,7 @@ from collections.abc import Callable
 import numpy as np
 
 from tf_stitch.fusion.op_kinds import OpKind, op_kind, op_spec
+from tf_stitch.graph.guards import Guard
 from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef
 from tf_stitch.graph.values import constant_value
 from tf_stitch.passes.base import PassContext, graph_pass
@@ -46,8 +47,7 @@ def _one_round(graph: Graph, recomputing: set[str]) -> bool:
     """Makes the first applicable rewrite: compose a Slice of a Slice, move Slices above a
     Reshape that only adds or drops size-1 axes, or above an elementwise op."""
     users = graph.consumers()
-    ordered = graph.control_consumers()  # the round rewrites once, after these are read
-    keep = graph.fed() | graph.fetched()
+    guard = Guard(graph)  # the round rewrites once, after this is read
     for node in list(graph):
         window = _static_slice(graph, node)
         inner = node.inputs[0].node if node.inputs else ""
@@ -56,11 +56,11 @@ def _one_round(graph: Graph, recomputing: set[str]) -> bool:
                 recomputing.add(node.name)
             return True
     for node in list(graph):
-        if not node.outputs or node.control_inputs or node.output(0) in keep:
+        if not node.outputs or not guard.removable(node):
             continue
         out_ref = node.output(0)
         readers = [graph.node(u) for u in users.get(out_ref, [])]
-        if not readers or node.name in ordered:
+        if not readers:
             continue
         slices = [
             r for r in readers if _static_slice(graph, r) is not None and r.inputs[0] == out_ref

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from tf_stitch.fusion.legality import derived_from_weights
+from tf_stitch.graph.guards import Guard
 from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef
 from tf_stitch.graph.values import constant_value
 from tf_stitch.passes.base import PassContext, graph_pass
@@ -29,8 +30,9 @@ _LIBRARY = ("MatMul", "Conv2D", "DepthwiseConv2dNative")
 def restore_bias_adds(graph: Graph, ctx: PassContext) -> Graph:
     """Rewrites AddV2(library result, constant [C]) as BiasAdd(library result, constant)."""
     out = graph.copy()
+    guard = Guard(out)
     for node in list(out):
-        if node.op not in ("Add", "AddV2") or len(node.inputs) != 2 or node.control_inputs:
+        if node.op not in ("Add", "AddV2") or len(node.inputs) != 2 or not guard.rewritable(node):
             continue
         producers = [out.nodes.get(r.node) for r in node.inputs]
         library = [i for i, p in enumerate(producers) if p is not None and p.op in _LIBRARY]

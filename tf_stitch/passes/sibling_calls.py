@@ -16,6 +16,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from tf_stitch.graph.guards import Guard
 from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef
 from tf_stitch.graph.values import constant_value
 from tf_stitch.passes.base import PassContext, graph_pass
@@ -30,14 +31,11 @@ _CALLS = frozenset({"Conv2D", "MatMul"})
 def sibling_calls(graph: Graph, ctx: PassContext) -> Graph:
     """Merges calls of one input by slices tiling one filter's last axis into one call."""
     out = graph.copy()
-    keep = out.fed()
-    control = out.control_consumers()
+    guard = Guard(out)
     families: dict[tuple[str, TensorRef, TensorRef, str], list[tuple[Node, int, int]]]
     families = defaultdict(list)
     for node in out:
-        if node.op not in _CALLS or node.control_inputs or node.name in control:
-            continue
-        if node.output(0) in keep or not _plain(node):
+        if node.op not in _CALLS or not guard.removable(node) or not _plain(node):
             continue
         piece = _last_axis_piece(out, node.inputs[1])
         if piece is None:

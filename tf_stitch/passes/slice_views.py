@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tf_stitch.graph.guards import Guard
 from tf_stitch.graph.ir import Graph, Node
 from tf_stitch.graph.values import constant_value
 from tf_stitch.passes.base import PassContext, graph_pass
@@ -18,8 +19,9 @@ from tf_stitch.passes.builder import replace_with_reshape
 def slice_views(graph: Graph, ctx: PassContext) -> Graph:
     """Rewrites full-range, stride-1 StridedSlices (new axes / dropped 1-axes) as Reshapes."""
     out = graph.copy()
+    guard = Guard(out)
     for node in list(out):
-        if node.op != "StridedSlice" or node.control_inputs or not _is_view(out, node):
+        if node.op != "StridedSlice" or not guard.rewritable(node) or not _is_view(out, node):
             continue
         replace_with_reshape(out, node)
     return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tf_stitch.graph.guards import Guard
 from tf_stitch.graph.ir import AttrList, DType, Graph, Node, TensorInfo, TensorRef
 from tf_stitch.graph.values import constant_value
 from tf_stitch.passes.base import PassContext, graph_pass
@@ -23,14 +24,12 @@ def split_slices(graph: Graph, ctx: PassContext) -> Graph:
     """Rewrites Split/SplitV with a constant axis (and sizes), and StridedSlices that only take
     a range of each axis, into Slice nodes."""
     out = graph.copy()
-    fed = out.fed()
+    guard = Guard(out)
     for node in list(out):
-        if node.op == "StridedSlice" and not node.control_inputs and node.output(0) not in fed:
+        if node.op == "StridedSlice" and guard.rewritable(node):
             _strided_to_slice(out, node)
             continue
-        if node.op not in ("Split", "SplitV") or node.control_inputs:
-            continue
-        if any(node.output(i) in fed for i in range(len(node.outputs))):
+        if node.op not in ("Split", "SplitV") or not guard.rewritable(node):
             continue
         pieces = _pieces(out, node)
         if pieces is not None:

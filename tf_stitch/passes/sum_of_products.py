@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tf_stitch.graph.guards import Guard
 from tf_stitch.graph.ir import DType, Graph, Node, TensorInfo, TensorRef
 from tf_stitch.passes.base import PassContext, graph_pass
 from tf_stitch.passes.builder import NodeBuilder
@@ -32,22 +33,22 @@ def sum_of_products(graph: Graph, ctx: PassContext) -> Graph:
     """Replaces the row-reducing MatMuls an AddN sums by one MatMul of their stacked rows."""
     out = graph.copy()
     readers = out.consumers()
-    ordered = out.control_consumers()
+    guard = Guard(out)
     stacks: dict[tuple[TensorRef, ...], TensorRef] = {}  # one stack of the same rows
     for node in list(out):
         if node.op == "AddN" and len(node.inputs) >= MIN_TERMS:
-            _rewrite(out, node, readers, ordered, stacks)
+            _rewrite(out, node, readers, guard, stacks)
     return out
 
 
-def _term(graph: Graph, ref: TensorRef, ordered: dict[str, list[str]]) -> Node | None:
+def _term(graph: Graph, ref: TensorRef, guard: Guard) -> Node | None:
     """The MatMul `ref` is, if it sums over its operands' rows."""
     node = graph.nodes.get(ref.node)
     if node is None or node.op != "MatMul" or ref.index != 0:
         return None
     if not node.attrs.get("transpose_a") or node.attrs.get("transpose_b"):
         return None
-    if node.control_inputs or node.name in ordered:
+    if not guard.removable(node):
         return None
     if getattr(node.attrs.get("T"), "name", None) != "float32":
         return None
@@ -61,12 +62,12 @@ def _rewrite(
     graph: Graph,
     add: Node,
     readers: dict[TensorRef, list[str]],
-    ordered: dict[str, list[str]],
+    guard: Guard,
     stacks: dict[tuple[TensorRef, ...], TensorRef],
 ) -> None:
     families: dict[tuple[int | None, int | None], list[Node]] = {}
     for ref in sole_terms(add, readers):
-        term = _term(graph, ref, ordered)
+        term = _term(graph, ref, guard)
         if term is not None:
             a_shape, b_shape = (graph.info(r).shape for r in term.inputs[:2])
             assert a_shape is not None and b_shape is not None

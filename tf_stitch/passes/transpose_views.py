@@ -7,6 +7,7 @@ that a kernel reads in place.
 
 from __future__ import annotations
 
+from tf_stitch.graph.guards import Guard
 from tf_stitch.graph.ir import Graph
 from tf_stitch.graph.values import constant_value
 from tf_stitch.passes.base import PassContext, graph_pass
@@ -17,8 +18,9 @@ from tf_stitch.passes.builder import replace_with_reshape
 def transpose_views(graph: Graph, ctx: PassContext) -> Graph:
     """Rewrites Transposes that keep the order of the axes longer than 1 as Reshapes."""
     out = graph.copy()
+    guard = Guard(out)
     for node in list(out):
-        if node.op != "Transpose" or node.control_inputs:
+        if node.op != "Transpose" or not guard.rewritable(node):
             continue
         shape = out.info(node.inputs[0]).shape
         perm = constant_value(out, node.inputs[1])

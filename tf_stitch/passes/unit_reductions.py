@@ -11,6 +11,7 @@ output shape, a view TensorFlow runs without a kernel and the fuser sees through
 from __future__ import annotations
 
 from tf_stitch.fusion.static_args import reduction_axes
+from tf_stitch.graph.guards import Guard
 from tf_stitch.graph.ir import DType, Graph, Node
 from tf_stitch.passes.base import PassContext, graph_pass
 from tf_stitch.passes.builder import replace_with_reshape
@@ -22,8 +23,9 @@ REDUCTIONS = frozenset({"Sum", "Prod", "Max", "Min", "Mean", "All", "Any"})
 def unit_reductions(graph: Graph, ctx: PassContext) -> Graph:
     """Rewrites reductions over size-1 axes only as Reshapes."""
     out = graph.copy()
+    guard = Guard(out)
     for node in list(out):
-        if node.op in REDUCTIONS and not node.control_inputs and _over_ones(out, node):
+        if node.op in REDUCTIONS and guard.rewritable(node) and _over_ones(out, node):
             if "T" not in node.attrs:  # All, Any
                 node.attrs["T"] = DType(node.outputs[0].dtype)
             replace_with_reshape(out, node)

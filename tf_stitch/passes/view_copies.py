@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from tf_stitch.fusion.op_kinds import FUSIBLE_DTYPES, OpKind, op_kind
 from tf_stitch.fusion.static_args import slice_window
+from tf_stitch.graph.guards import Guard
 from tf_stitch.graph.ir import INT_DTYPES, Graph, Node, TensorRef
 from tf_stitch.passes.base import PassContext, graph_pass
 
@@ -27,13 +28,10 @@ _READERS = (OpKind.ELEMENTWISE, OpKind.BROADCAST, OpKind.REDUCE)
 def view_copies(graph: Graph, ctx: PassContext) -> Graph:
     """Gives each stitchable reader of a multiply-read constant-window Slice its own copy."""
     out = graph.copy()
-    kept = {r.node for r in out.outputs} | {r.node for r in out.inputs} | set(out.targets)
-    controlled = set(out.control_consumers())
+    guard = Guard(out)
     consumers = out.consumers()
     for node in list(out):
-        if node.op != "Slice" or node.name in kept or node.name in controlled:
-            continue
-        if node.control_inputs or slice_window(out, node) is None:
+        if node.op != "Slice" or not guard.removable(node) or slice_window(out, node) is None:
             continue
         dtype = node.outputs[0].dtype
         if dtype not in FUSIBLE_DTYPES or dtype in INT_DTYPES:
@@ -60,11 +58,10 @@ def _give_copy(graph: Graph, view: Node, reader: Node) -> None:
 def rejoin_view_copies(graph: Graph, ctx: PassContext) -> Graph:
     """Slices of the same window of the same tensor that are still TensorFlow ops -> one."""
     out = graph.copy()
-    kept = {r.node for r in out.outputs} | {r.node for r in out.inputs} | set(out.targets)
-    kept |= set(out.control_consumers())
+    guard = Guard(out)
     first: dict[tuple[object, ...], str] = {}
     for node in list(out):
-        if node.op != "Slice" or node.control_inputs or node.name in kept:
+        if node.op != "Slice" or not guard.removable(node):
             continue
         attrs = tuple(sorted((k, repr(v)) for k, v in node.attrs.items()))
         key = (tuple(node.inputs), attrs, node.device)
