@@ -24,7 +24,7 @@ from tf_stitch.codegen.lower import lower
 from tf_stitch.fusion.op_kinds import OP_TABLE, OpKind
 from tf_stitch.fusion.planner import PlannerOptions, plan_groups
 from tf_stitch.graph import frontends
-from tf_stitch.graph.ir import INT_DTYPES
+from tf_stitch.graph.ir import INT_DTYPES, TensorRef
 
 S = tf.TensorSpec
 CXX = shutil.which("c++")
@@ -187,7 +187,7 @@ def every_op_kernel() -> Kernel:
         return Param(
             index,
             name,
-            f"t{name}:0",
+            TensorRef(f"t{name}"),
             dtype,
             (4, 8),
             (0, 1),
@@ -340,7 +340,7 @@ def test_per_channel_inputs_over_rows_of_pixels_are_read_by_a_loop_over_one_peri
     var = rng.uniform(0.1, 2.0, c).astype(np.float32)
     y = np.zeros_like(x)
     values = {"x": x, "mean": mean, "var": var, "gamma": gamma, "beta": beta}
-    inputs = [values[p.tensor.split(":")[0]] for p in kernel.inputs]
+    inputs = [values[p.tensor.node] for p in kernel.inputs]
     run_kernel(source, tmp_path, inputs, [y], sym=[], rows=112)
     want = _batch_norm_relu6(x, mean, var, gamma, beta).numpy()
     np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)

@@ -1,24 +1,19 @@
-"""codegen/lower_parts.py: symbolic sizes, strides over a domain and call attributes, the parts
-both lowerers share."""
+"""codegen/lower_parts.py: strides over a domain and call attributes, the parts both lowerers
+share (symbolic sizes: test_sizes.py)."""
 
 from __future__ import annotations
 
-from tf_stitch.codegen.lower_parts import add, call_attrs, multiply, tensor_strides
+from tf_stitch.codegen.lower_parts import call_attrs, tensor_strides
+from tf_stitch.codegen.sizes import dim
 from tf_stitch.graph.ir import DType, Node, TensorInfo
-
-
-def test_sizes_fold_where_known_and_stay_c_expressions_where_not() -> None:
-    assert multiply(3, 4) == 12 and add(3, 4) == 7
-    assert multiply(1, "D0") == "D0" and multiply("D0", 1) == "D0"
-    assert multiply(0, "D0") == 0 and multiply("D0", 4) == "D0*4"
-    assert add(0, "D1") == "D1" and add("D1", 2) == "D1+2"
 
 
 def test_row_major_strides_with_an_unknown_dim() -> None:
     assert tensor_strides((2, 3, 4), (2, 3, 4)) == [12, 4, 1]
     # the batch unknown: its size comes from the domain (a kernel argument)
-    assert tensor_strides((None, 8), ("D0", 8)) == [8, 1]
-    assert tensor_strides((4, None, 2), (4, "D1", 2)) == ["2*D1", 2, 1]
+    assert tensor_strides((None, 8), (dim("D0"), 8)) == [8, 1]
+    strides = tensor_strides((4, None, 2), (4, dim("D1"), 2))
+    assert strides[1:] == [2, 1] and str(strides[0]) == "2*D1"
 
 
 def test_call_attrs_are_what_an_expression_needs() -> None:

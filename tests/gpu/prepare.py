@@ -205,7 +205,7 @@ def _describe(kernel: Kernel, values: dict[str, np.ndarray], out: Path, tag: str
 
     def tensors(params: list[Any], kind: str) -> list[dict[str, Any]]:
         return [
-            {**_save(out, f"{tag}_{kind}{i}", values[p.tensor]), "dims": sizes(p.dims)}
+            {**_save(out, f"{tag}_{kind}{i}", values[str(p.tensor)]), "dims": sizes(p.dims)}
             for i, p in enumerate(params)
         ]
 
@@ -238,7 +238,7 @@ def prepare(out: Path) -> dict[str, Any]:
                 x = rng.standard_normal(dims).astype(np.float32)
                 feeds[str(r)] = x.astype(dtype.as_numpy_dtype)
         fused, unfused = _kernels(graph, True), _kernels(graph, False)
-        tensors = sorted({p.tensor for k in fused + unfused for p in k.inputs + k.outputs})
+        tensors = sorted({str(p.tensor) for k in fused + unfused for p in k.inputs + k.outputs})
         values = dict(zip(tensors, _evaluate(graph, tensors, feeds), strict=True))
         manifest["cases"].append(
             {

@@ -42,6 +42,8 @@ from tf_stitch.codegen.cuda_head import (
 )
 from tf_stitch.codegen.kernel_ir import Kernel, Param
 from tf_stitch.codegen.simt import EMULATED_BLOCKS, EMULATED_THREADS
+from tf_stitch.codegen.sizes import static
+from tf_stitch.graph.ir import TensorRef
 
 _NAME_TOKEN = "__tf_stitch_bundle__"
 
@@ -74,7 +76,7 @@ class Bundle:
 
 def bundle(name: str, members: list[Kernel]) -> Bundle:
     """The bundle of `members` (each `bundleable`), named `name`."""
-    index: dict[str, int] = {}  # tensor -> its bundle input
+    index: dict[TensorRef, int] = {}  # tensor -> its bundle input
     inputs: list[Param] = []
     maps: list[list[int]] = []
     for m in members:
@@ -87,10 +89,10 @@ def bundle(name: str, members: list[Kernel]) -> Bundle:
         dataclasses.replace(p, index=i, name=f"b_out{i}")
         for i, p in enumerate(p for m in members for p in m.outputs)
     ]
-    rows = [math.prod(int(s) for s in m.outer) for m in members]
+    rows = [math.prod(static(s) for s in m.outer) for m in members]
     total = sum(rows)
     elements = sum(
-        r * math.prod(int(s) for s in m.inner) for r, m in zip(rows, members, strict=True)
+        r * math.prod(static(s) for s in m.inner) for r, m in zip(rows, members, strict=True)
     )
     kernel = Kernel(
         name=name,

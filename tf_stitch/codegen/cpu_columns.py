@@ -31,6 +31,7 @@ from tf_stitch.codegen.kernel_ir import (
     Let,
     Param,
     Pattern,
+    ReduceKind,
     ReduceResult,
     Size,
     Stmt,
@@ -136,7 +137,7 @@ class ColumnEmitter(Emitter):
             ct = COMPUTE_CTYPE[r.dtype]
             self._emit(f"{ct} {r.name}_val[{k.lanes}];", 2)
             value = f"{r.name}_acc[l]"
-            if r.kind == "Mean":
+            if r.kind is ReduceKind.MEAN:
                 value = f"{value} / static_cast<{ct}>(ts_C)"
             self._emit(f"for (int64_t l = 0; l < nl; ++l) {r.name}_val[l] = {value};", 2)
 

@@ -52,6 +52,7 @@ from tf_stitch.codegen.kernel_ir import (
     Load,
     Param,
     Pattern,
+    ReduceKind,
     ReduceResult,
     Size,
     Stmt,
@@ -59,6 +60,7 @@ from tf_stitch.codegen.kernel_ir import (
     Tile,
     Var,
 )
+from tf_stitch.codegen.sizes import static
 
 _GATHER_PRELUDE = """
 static inline void ts_gather_error(void* cell, int64_t index, int64_t rows) {
@@ -339,7 +341,7 @@ class Emitter:
                 self._emit(f"for (int h = {LANES} / 2; h > 0; h >>= 1)", 3)
                 self._emit(f"for (int l = 0; l < h; ++l) {acc}[l] = {step};", 4)
                 self._emit(f"{r.name}_val = {acc}[0];", 3)
-                if r.kind == "Mean":
+                if r.kind is ReduceKind.MEAN:
                     ct = COMPUTE_CTYPE[r.dtype]
                     self._emit(f"{r.name}_val = {r.name}_val / static_cast<{ct}>(ts_C);", 3)
         self._emit("}", 2)
@@ -421,7 +423,7 @@ class Emitter:
         element's offset."""
         if not all(isinstance(d, int) for d in self.k.inner):
             return
-        row = math.prod(int(d) for d in self.k.inner)
+        row = math.prod(static(d) for d in self.k.inner)
         candidates = [
             p
             for p in self.k.inputs

@@ -46,7 +46,7 @@ from tf_stitch.codegen.cuda_head import (
     row_buffer,
     signature,
 )
-from tf_stitch.codegen.kernel_ir import Kernel, Stmt, Store
+from tf_stitch.codegen.kernel_ir import Kernel, ReduceKind, Stmt, Store
 
 # The head's names the GPU checks and tests use with the emitter's.
 __all__ = [
@@ -208,7 +208,7 @@ class CudaEmitter(Emitter):
             scratch = _scratch(r.dtype)
             combine = _COMBINE[r.kind]
             value = f"ts_block_reduce<{combine}>({r.name}_acc[0], {init}, {scratch})"
-            if r.kind == "Mean":
+            if r.kind is ReduceKind.MEAN:
                 value = f"{value} / static_cast<{ct}>(ts_C)"
             self._emit(f"const {ct} {r.name}_val = {value};", 2)
 

@@ -14,10 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from tf_stitch.graph.ir import INT_DTYPES
-
-# A size: a static int, or the name of a domain axis whose size is bound at run time ("D0").
-Size = int | str
+from tf_stitch.codegen.sizes import Size
+from tf_stitch.graph.ir import INT_DTYPES, TensorRef
 
 
 class Pattern(StrEnum):
@@ -54,7 +52,7 @@ class Param:
 
     index: int
     name: str  # "in0", "out1"
-    tensor: str  # the graph tensor it carries ("node:0")
+    tensor: TensorRef  # the graph tensor it carries
     dtype: str
     dims: tuple[int | None, ...]  # the tensor's shape (None = bound at run time)
     axes: tuple[int, ...]  # the domain axis of each dim
@@ -162,16 +160,26 @@ class BufferStore:
 Stmt = Let | Store | Accumulate | BufferStore
 
 
+class ReduceKind(StrEnum):
+    """What a reduction computes (the TensorFlow op it lowers)."""
+
+    SUM = "Sum"
+    MEAN = "Mean"  # a Sum divided by the count when it is read
+    MAX = "Max"
+    MIN = "Min"
+    PROD = "Prod"
+
+
 @dataclass(frozen=True)
 class Reduction:
     name: str
-    kind: str  # Sum | Mean | Max | Min | Prod
+    kind: ReduceKind
     loop: int  # the loop that accumulates it
     dtype: str = "float32"  # what it accumulates in: float64's own, float32 for the others
     values: str = ""  # the integer dtype of the values reduced (their extremes start Max, Min)
 
 
-def accumulator_dtype(kind: str, dtype: str) -> str:
+def accumulator_dtype(kind: ReduceKind, dtype: str) -> str:
     """What a reduction of `kind` over values of `dtype` accumulates in: float32 for the 16-bit
     floats (as TensorFlow's do); an integer Mean in int64 or uint64 (as TensorFlow's: its sum
     does not wrap at the values' width), 8- and 16-bit integers in 32 bits (their sums and
@@ -179,7 +187,7 @@ def accumulator_dtype(kind: str, dtype: str) -> str:
     values' own."""
     if dtype in INT_DTYPES:
         unsigned = dtype.startswith("u")
-        if kind == "Mean":
+        if kind is ReduceKind.MEAN:
             return "uint64" if unsigned else "int64"
         if dtype in ("int8", "int16", "uint8", "uint16"):
             return "uint32" if unsigned else "int32"

@@ -26,9 +26,9 @@ from tf_stitch.codegen.kernel_ir import (
     Load,
     Param,
     Pattern,
+    ReduceKind,
     ReduceResult,
     Reduction,
-    Size,
     Store,
     Tile,
     TileSegment,
@@ -40,14 +40,13 @@ from tf_stitch.codegen.lower_attention import lower_attention
 from tf_stitch.codegen.lower_parts import (
     LoweringError,
     access_of,
-    add,
     call_attrs,
     domain_sizes,
-    multiply,
     slice_access,
     symbol_binder,
     tensor_strides,
 )
+from tf_stitch.codegen.sizes import Size, Sym, add, multiply
 from tf_stitch.fusion.cost_model import COLUMN_LANES, ROW_GUESS, unit_cycles
 from tf_stitch.fusion.layout_types import (
     GatherSource,
@@ -150,8 +149,8 @@ class _Lowerer:
         for out, source in self.layout.slices.items():
             self._slice_param(out, source)
         for axis, size in enumerate(self.domain):
-            if isinstance(size, str):
-                self.kernel.symbols.append((size, *symbol_binder(self.kernel, axis)))
+            if isinstance(size, Sym):
+                self.kernel.symbols.append((str(size), *symbol_binder(self.kernel, axis)))
 
     def _bind_gather(self, ref: TensorRef, gather: GatherSource) -> None:
         """The table as an input whose row offset is its index times the row length."""
@@ -165,7 +164,7 @@ class _Lowerer:
         param = Param(
             n,
             f"in{n}",
-            str(gather.table),
+            gather.table,
             self.graph.info(gather.table).dtype,
             table,
             (-1, *value_axes),
@@ -219,7 +218,7 @@ class _Lowerer:
             param = Param(
                 index,
                 name,
-                str(source.tensor),
+                source.tensor,
                 self.graph.info(source.tensor).dtype,
                 tuple(source.dims),
                 tuple(source.axes),
@@ -260,15 +259,13 @@ class _Lowerer:
             access = replace(access, inner=Pattern.GENERAL)
         info = self.graph.info(ref)
         per_row = self.layout.is_row_level(self.layout.concats[ref].parts[0])
-        return Param(index, name, str(ref), info.dtype, dims, part.axes, access, per_row)
+        return Param(index, name, ref, info.dtype, dims, part.axes, access, per_row)
 
     def _whole_tensor(self, ref: TensorRef, name: str, index: int, axes: tuple[int, ...]) -> Param:
         """A tensor the kernel addresses itself (a matmul operand or result), not per element."""
         info = self.graph.info(ref)
         access = Access((0,) * len(self.domain), Pattern.ZERO, Pattern.ZERO, 0)
-        return Param(
-            index, name, str(ref), info.dtype, tuple(info.shape or ()), axes, access, False
-        )
+        return Param(index, name, ref, info.dtype, tuple(info.shape or ()), axes, access, False)
 
     def _param(self, ref: TensorRef, name: str, index: int) -> Param:
         placement = self.layout.placements[ref]
@@ -276,7 +273,7 @@ class _Lowerer:
         return Param(
             index,
             name,
-            str(ref),
+            ref,
             info.dtype,
             tuple(placement.dims),
             tuple(placement.axes),
@@ -367,9 +364,10 @@ class _Lowerer:
         loop = self._level(src)
         values = node.outputs[0].dtype
         dtype = compute_dtype(values)
-        accumulator = accumulator_dtype(node.op, values)
+        kind = ReduceKind(node.op)
+        accumulator = accumulator_dtype(kind, values)
         integers = values if values in INT_DTYPES else ""
-        red = Reduction(f"r{len(self.reductions)}", node.op, loop, accumulator, integers)
+        red = Reduction(f"r{len(self.reductions)}", kind, loop, accumulator, integers)
         self.reductions.append(red)
         value = self.value(src, loop)
         var = value.name if isinstance(value, Var) else self._force_var(loop, src, value)

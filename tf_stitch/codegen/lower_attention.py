@@ -26,6 +26,7 @@ from tf_stitch.codegen.lower_parts import (
     domain_sizes,
     symbol_binder,
 )
+from tf_stitch.codegen.sizes import Sym
 from tf_stitch.fusion.attention_match import AttentionMatch, aligned_roles
 from tf_stitch.fusion.cost_model import ROW_GUESS, unit_cycles
 from tf_stitch.fusion.layout_types import FULL, Placement
@@ -60,8 +61,8 @@ class _AttentionLowerer:
         out = self._param(m.output, m.out_roles, f"out{len(k.outputs)}", len(k.outputs))
         k.outputs.append(out)
         for axis, size in enumerate(self.domain):
-            if isinstance(size, str):
-                k.symbols.append((size, *symbol_binder(k, axis)))
+            if isinstance(size, Sym):
+                k.symbols.append((str(size), *symbol_binder(k, axis)))
         scores = self._score_roles()
         post = self._expr(m.weighted, scores, {m.probs: Var(PROB)}) if m.weight_nodes else None
         k.attention = Attention(
@@ -107,7 +108,7 @@ class _AttentionLowerer:
             for d, a in zip(info.shape or (), axes, strict=True)
         )
         access = access_of(Placement(FULL, dims, axes), self.domain, self.kernel.split)
-        return Param(index, name, str(ref), info.dtype, dims, axes, access, False)
+        return Param(index, name, ref, info.dtype, dims, axes, access, False)
 
     # -- expressions ----------------------------------------------------------------------------
     def _expr(self, ref: TensorRef, roles: tuple[str, ...], subs: dict[TensorRef, Expr]) -> Expr:

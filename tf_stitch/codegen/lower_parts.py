@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import itertools
 
-from tf_stitch.codegen.kernel_ir import Access, Kernel, Pattern, Size
+from tf_stitch.codegen.kernel_ir import Access, Kernel, Pattern
+from tf_stitch.codegen.sizes import Size, dim, multiply
 from tf_stitch.fusion.layout_types import Placement, SliceSource
 from tf_stitch.fusion.planner import Group
 from tf_stitch.graph.ir import INT_DTYPES, DType, Node
@@ -18,42 +19,18 @@ class LoweringError(Exception):
     """A group the lowerers cannot turn into a kernel (the group is left to TensorFlow)."""
 
 
-def multiply(a: Size, b: Size) -> Size:
-    """`a * b`, folded where either is known (a symbolic size is C code: `D0`, `D0*4`)."""
-    if isinstance(a, int) and isinstance(b, int):
-        return a * b
-    if a == 1:
-        return b
-    if b == 1:
-        return a
-    if a == 0 or b == 0:
-        return 0
-    return f"{a}*{b}"
-
-
-def add(a: Size, b: Size) -> Size:
-    """`a + b`, folded where either is known."""
-    if isinstance(a, int) and isinstance(b, int):
-        return a + b
-    if a == 0:
-        return b
-    if b == 0:
-        return a
-    return f"{a}+{b}"
-
-
 def symbol_binder(kernel: Kernel, axis: int) -> tuple[int, int]:
     """(input, dim) of the first kernel input whose unknown size is that of domain `axis`."""
     for param in kernel.inputs:
-        for i, (dim, a) in enumerate(zip(param.dims, param.axes, strict=True)):
-            if a == axis and dim is None:
+        for i, (size, a) in enumerate(zip(param.dims, param.axes, strict=True)):
+            if a == axis and size is None:
                 return param.index, i
     raise LoweringError(f"no input carries the size of dynamic axis {axis}")
 
 
 def domain_sizes(group: Group) -> tuple[Size, ...]:
     """The sizes of the group's domain axes: known ones, else `D<axis>` (a kernel argument)."""
-    return tuple(d if d is not None else f"D{a}" for a, d in enumerate(group.layout.domain))
+    return tuple(d if d is not None else dim(f"D{a}") for a, d in enumerate(group.layout.domain))
 
 
 def tensor_strides(dims: tuple[int | None, ...], sizes: tuple[Size, ...]) -> list[Size]:

@@ -16,7 +16,7 @@ def encode_size(size: int | None, axis: int, kernel: Kernel) -> int:
         raise ValueError(f"a dim of unknown size of kernel {kernel.name} is on no axis")
     name = kernel.domain[axis]
     for s, (axis_name, _, _) in enumerate(kernel.symbols):
-        if axis_name == name:
+        if axis_name == str(name):
             return -1 - s
     raise ValueError(f"axis {axis} of kernel {kernel.name} has no symbol")
 

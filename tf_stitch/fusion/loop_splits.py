@@ -9,10 +9,22 @@ reads in general; the cost model (cost_model.choose_loop_split) chooses among th
 from __future__ import annotations
 
 import math
+from enum import StrEnum
 
 from tf_stitch.fusion.cost_model import PERIODIC_ROW_ELEMENTS
 from tf_stitch.fusion.layout_types import Dims, Layout, Placement
 from tf_stitch.graph.ir import TensorRef
+
+
+class RowRead(StrEnum):
+    """How a unit reads an input along its row."""
+
+    ZERO = "zero"  # one value
+    CONTIGUOUS = "contiguous"
+    # The same short pattern in every row: a bias of the last axis broadcast over rows longer
+    # than it, which the CPU kernel repeats once into a row-long buffer.
+    PERIODIC = "periodic"
+    GENERAL = "general"
 
 
 def valid_loop_splits(layout: Layout, inputs: list[TensorRef]) -> list[int]:
@@ -23,7 +35,7 @@ def valid_loop_splits(layout: Layout, inputs: list[TensorRef]) -> list[int]:
         for split in range(layout.rank + 1)
         if all(
             _inner_access(layout.placements[r], layout.domain, split, _cut_axes(layout, r))
-            != "general"
+            is not RowRead.GENERAL
             for r in inputs
         )
     ]
@@ -51,18 +63,17 @@ def _cut_axes(layout: Layout, ref: TensorRef) -> set[int]:
     return cut
 
 
-def _inner_access(p: Placement, domain: Dims, split: int, cut: set[int]) -> str:
-    """How a unit reads an input along its row: `zero` (one value), `contiguous`, `periodic`
-    (the same short pattern in every row: a bias of the last axis broadcast over rows longer
-    than it, which the CPU kernel repeats once into a row-long buffer), or `general`."""
+def _inner_access(p: Placement, domain: Dims, split: int, cut: set[int]) -> RowRead:
+    """How a unit reads an input along its row at `split`."""
     inner = [a for a in range(split, len(domain)) if domain[a] != 1]
     bcast = p.broadcast_axes(domain)
     if all(a in bcast for a in inner):
-        return "zero"
+        return RowRead.ZERO
     if all(a not in bcast for a in inner) and not cut & set(inner[1:]):
-        return "contiguous"
+        return RowRead.CONTIGUOUS
     outer = [a for a in range(split) if domain[a] != 1]
     row = [d for d in (domain[a] for a in inner) if d is not None]
     if all(a in bcast for a in outer) and not cut and len(row) == len(inner):
-        return "periodic" if math.prod(row) <= PERIODIC_ROW_ELEMENTS else "general"
-    return "general"
+        periodic = math.prod(row) <= PERIODIC_ROW_ELEMENTS
+        return RowRead.PERIODIC if periodic else RowRead.GENERAL
+    return RowRead.GENERAL

@@ -70,14 +70,12 @@ def _compilers(ctx: PassContext) -> Compilers:
 
 
 def _input_refs(b: BuiltKernel) -> list[TensorRef]:
-    return [TensorRef.parse(p.tensor) for p in b.kernel.inputs]
+    return [p.tensor for p in b.kernel.inputs]
 
 
 def _replace(graph: Graph, b: BuiltKernel, renamed: dict[TensorRef, TensorRef]) -> None:
     group, kernel = b.group, b.kernel
-    outputs = [
-        TensorInfo(p.dtype, graph.info(TensorRef.parse(p.tensor)).shape) for p in kernel.outputs
-    ]
+    outputs = [TensorInfo(p.dtype, graph.info(p.tensor).shape) for p in kernel.outputs]
     node = Node(
         b.node_name,
         OP_NAME,
@@ -114,8 +112,8 @@ def _info(b: BuiltKernel) -> KernelInfo:
         members=b.kernel.members,
         schedule=b.kernel.schedule,
         memory="; ".join(filter(None, (str(b.group.memory), b.kernel.buffer_reuse))),
-        inputs=[p.tensor for p in b.kernel.inputs],
-        outputs=[p.tensor for p in b.kernel.outputs],
+        inputs=[str(p.tensor) for p in b.kernel.inputs],
+        outputs=[str(p.tensor) for p in b.kernel.outputs],
         source=b.source,
         cache_key=b.key,
         cuda_source=b.cuda_source,
