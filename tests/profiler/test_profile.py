@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 
 import tf_stitch
+from tb_plugin import metadata
 from tf_stitch.profiler.store.profile import META_FILE, SPANS_FILE, STORE_DIR
 
 STEPS = 16
@@ -66,6 +67,7 @@ def test_levels_tree_coverage_and_overheads(which: str, logdir: str) -> None:
     spans = p.spans
     assert p.meta["levels"] == ["model", "layer", "op", "library"]
     assert "kernel" in p.meta["missing_levels"]
+    assert set(p.meta) <= set(metadata.ProfileMeta.__annotations__)  # the keys the tab declares
     for level in ("model", "layer", "op"):
         assert len(p.level(level)) > 0, level
     assert spans.step.nunique() == STEPS

@@ -3,6 +3,9 @@ profiler accepts is one the tab opens, and the other way round."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from tb_plugin import metadata
@@ -53,3 +56,16 @@ def test_the_profiler_writes_the_files_and_levels_the_tab_reads() -> None:
         metadata.PROFILE_KERNELS,
         metadata.PROFILE_OPS,
     }
+
+
+RECORDED = Path(__file__).parents[1] / "profiler/fixtures/recorded/plugins/tf_stitch/small_cnn"
+
+
+def test_a_profile_s_meta_has_only_the_keys_the_tab_declares() -> None:
+    """`ProfileMeta` lists what a profile's meta.json holds (mypy checks the profiler's writes
+    against it); a recorded profile has those keys only, and its overheads those of a level."""
+    recorded = json.loads((RECORDED / metadata.PROFILE_META).read_text())
+    assert set(recorded) <= set(metadata.ProfileMeta.__annotations__)
+    for overhead in recorded["overheads"].values():
+        assert set(overhead) <= set(metadata.LevelOverhead.__annotations__)
+    assert {"model", "levels", "model_latency_ns", "overheads"} <= set(recorded)

@@ -24,6 +24,7 @@ import pandas as pd
 import tensorflow as tf
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
+from tb_plugin.metadata import ProfileMeta
 from tf_stitch.graph.frontends import is_keras_model
 from tf_stitch.profiler.export.otlp import export_otlp
 from tf_stitch.profiler.export.xplane_levels import add_levels
@@ -264,7 +265,7 @@ def profile(
     return result
 
 
-def _span_table(m: Measured, meta: dict[str, Any], traced: list[str]) -> pd.DataFrame:
+def _span_table(m: Measured, meta: ProfileMeta, traced: list[str]) -> pd.DataFrame:
     """The spans of every step as the profile's table; the traced levels that recorded
     nothing are moved to `meta["missing_levels"]`, with why."""
     if not m.steps_spans:  # model level only: one root span per step
@@ -337,7 +338,7 @@ def _new_meta(
     warmup: int,
     block: int,
     run: str,
-) -> dict[str, Any]:
+) -> ProfileMeta:
     """The profile's `meta` before measuring: the model, the platform, the settings."""
     return {
         "model": model_name or getattr(model_or_fn, "name", None) or "function",
@@ -358,7 +359,7 @@ def _new_meta(
 
 
 def _latency_and_overheads(
-    meta: dict[str, Any],
+    meta: ProfileMeta,
     m: Measured,
     model: stability.Estimate,
     model_blocks: list[float],
@@ -397,7 +398,7 @@ def _latency_and_overheads(
 
 
 def _layer_sums(
-    meta: dict[str, Any],
+    meta: ProfileMeta,
     spans: pd.DataFrame,
     m: Measured,
     model_blocks: list[float],

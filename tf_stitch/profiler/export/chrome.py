@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from tb_plugin.metadata import ProfileMeta
 from tf_stitch.profiler.trace.intervals import assign_lanes
 from tf_stitch.profiler.trace.spans import LEVELS
 
@@ -22,7 +23,7 @@ STEP_GAP_US = 10.0  # between consecutive steps on the timeline
 _LAUNCHED = ("library", "kernel")  # levels whose spans get a flow arrow from their op
 
 
-def chrome_trace(spans: pd.DataFrame, meta: dict[str, Any]) -> dict[str, Any]:
+def chrome_trace(spans: pd.DataFrame, meta: ProfileMeta) -> dict[str, Any]:
     """The Trace Event Format document of a profile's span table."""
     df = spans.copy()
     steps = sorted(df.step.unique())
@@ -114,13 +115,13 @@ def _flows(df: pd.DataFrame, tid_of: dict[tuple[int, int], int]) -> Iterable[dic
         }
 
 
-def _other(meta: dict[str, Any]) -> dict[str, Any]:
+def _other(meta: ProfileMeta) -> dict[str, Any]:
     keep = ("model", "batch", "device", "tensorflow", "levels", "steps", "model_latency_ns")
-    return {k: meta[k] for k in keep if k in meta}
+    return {k: v for k, v in meta.items() if k in keep}
 
 
 def write_chrome_trace(
-    spans: pd.DataFrame, meta: dict[str, Any], path: str | os.PathLike[str]
+    spans: pd.DataFrame, meta: ProfileMeta, path: str | os.PathLike[str]
 ) -> None:
     """Writes the trace to `path` (gzip-compressed when it ends in `.gz`)."""
     data = json.dumps(chrome_trace(spans, meta), default=str).encode()

@@ -16,6 +16,8 @@ from typing import Any
 
 import pandas as pd
 
+from tb_plugin.metadata import ProfileMeta
+
 ENV_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 TRACES_PATH = "/v1/traces"
 TIMEOUT_S = 5.0
@@ -27,7 +29,7 @@ def traces_url(endpoint: str) -> str:
     return url if url.endswith(TRACES_PATH) else url + TRACES_PATH
 
 
-def otlp_spans(spans: pd.DataFrame, meta: dict[str, Any], step_start_ns: list[int]) -> list[Any]:
+def otlp_spans(spans: pd.DataFrame, meta: ProfileMeta, step_start_ns: list[int]) -> list[Any]:
     """The profile's spans as OpenTelemetry SDK spans (finished, not sent): one trace per step,
     parents before children, with the profile's columns as attributes."""
     from opentelemetry import trace
@@ -77,7 +79,7 @@ def otlp_spans(spans: pd.DataFrame, meta: dict[str, Any], step_start_ns: list[in
 
 def export_otlp(
     spans: pd.DataFrame,
-    meta: dict[str, Any],
+    meta: ProfileMeta,
     step_start_ns: list[int],
     endpoint: str | None = None,
     timeout: float = TIMEOUT_S,

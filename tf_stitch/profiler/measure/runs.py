@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tb_plugin.metadata import ProfileMeta
 from tf_stitch.graph.variable_writes import ASSIGN_OP, STITCHED_OP
 from tf_stitch.profiler.measure import leveled, thread_cpu
 from tf_stitch.profiler.measure.fresh_executor import fresh_instantiations
@@ -63,7 +64,7 @@ def measure(
     warmup: int,
     block: int,
     bar: Progress,
-    meta: dict[str, Any],
+    meta: ProfileMeta,
     enough: Callable[[leveled.Blocks], bool] | None = None,
     deadline: float | None = None,
     reference: Callable[[], Any] | None = None,
@@ -109,7 +110,7 @@ def measure(
     return m
 
 
-def _note_timings(b: leveled.Blocks, meta: dict[str, Any]) -> None:
+def _note_timings(b: leveled.Blocks, meta: ProfileMeta) -> None:
     """The reference's timing, the CPU time beside run A's wall time, the steps measured (more
     where enough blocks were asked for) and the traced threads' CPU time, into `meta`."""
     if b.reference_ns:

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from tb_plugin import metadata
+from tb_plugin.metadata import ProfileMeta
 from tf_stitch.profiler.export.chrome import chrome_trace, write_chrome_trace
 from tf_stitch.profiler.measure.leveled import TRIM
 from tf_stitch.profiler.trace.op_table import OP_COLUMNS
@@ -87,7 +88,7 @@ class Profile:
     def __init__(
         self,
         spans: pd.DataFrame,
-        meta: dict[str, Any],
+        meta: ProfileMeta,
         kernels: list[dict[str, Any]] | None = None,
         ops: pd.DataFrame | None = None,
         decisions: list[dict[str, str]] | None = None,
