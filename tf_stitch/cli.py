@@ -151,8 +151,20 @@ def _profile(args: argparse.Namespace) -> int:
 
 
 def _characterize(args: argparse.Namespace) -> int:
-    from tf_stitch.characterize.campaign import characterize, parse_shard
+    from tf_stitch.characterize.campaign import characterize
+    from tf_stitch.characterize.shards import parse_shard
 
+    if args.report_only:  # after the shards: the report of whatever they wrote
+        from tf_stitch.characterize.report import write_report
+
+        if args.no_report:
+            raise ValueError("--report-only and --no-report contradict each other")
+        written = write_report(args.logdir, Path(args.report))
+        print(f"tf-stitch characterize: report of {args.logdir} in {written}/index.html")
+        return 0
+    shard = parse_shard(args.shard)
+    if args.shard == "auto":
+        print(f"tf-stitch characterize: shard {shard[0]}/{shard[1]} (the scheduler's)")
     models = "all" if args.models == "all" else _outputs(args.models) or []
     batch_sizes = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
     result = characterize(
@@ -160,7 +172,7 @@ def _characterize(args: argparse.Namespace) -> int:
         batch_sizes=batch_sizes,
         logdir=args.logdir,
         report=None if args.no_report else args.report,
-        shard=parse_shard(args.shard),
+        shard=shard,
         jobs=args.jobs,
         steps=args.steps,
         warmup=args.warmup,
@@ -344,7 +356,17 @@ def _characterize_command(sub: Any) -> None:
     )
     c.add_argument("--report", default="tf_stitch_characterize/report", help="report folder")
     c.add_argument("--no-report", action="store_true", help="profile only")
-    c.add_argument("--shard", default="1/1", help="I/N: run the I-th of N parts of the zoo")
+    c.add_argument(
+        "--report-only",
+        action="store_true",
+        help="profile nothing: the report of what the logdir holds (after sharded runs)",
+    )
+    c.add_argument(
+        "--shard",
+        default="1/1",
+        help="I/N: run the I-th of N parts of the zoo; auto: the part a Kubernetes Indexed Job, "
+        "a Slurm array or RANK/WORLD_SIZE gives",
+    )
     c.add_argument("--jobs", type=int, default=1, help="models profiled at once (default 1)")
     c.add_argument("--steps", type=_count(1), default=10, help="steps per leveled run")
     c.add_argument("--warmup", type=_count(0), default=3)

@@ -14,6 +14,7 @@ from tf_stitch.bench.report import (
     run_header,
     summary,
     text,
+    verdict,
 )
 from tf_stitch.profiler.measure.timing import Latency
 
@@ -72,6 +73,14 @@ def test_summary_says_which_targets_are_met() -> None:
     assert list(s["targets"].values()) == [True, True, True]
     slow = summary({"a": _m(10, 10, 5, 5, 5, 5, (1.0, 1.0, 1.0))})
     assert list(slow["targets"].values()) == [False, True, False]
+    # --no-xla-gpu: the XLA:GPU targets were not measured, neither met nor missed
+    unmeasured = summary({"a": _m(10, 5, None, None, 2, 2, (1.0, 1.0, 1.0))})
+    assert list(unmeasured["targets"].values()) == [None, None, True]
+    assert [verdict(v) for v in unmeasured["targets"].values()] == [
+        "n/a (not measured)",
+        "n/a (not measured)",
+        "met",
+    ]
 
 
 def test_tables_have_a_row_per_workload_failures_and_means() -> None:

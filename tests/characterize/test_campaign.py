@@ -13,7 +13,9 @@ import pytest
 import tensorflow as tf
 
 from tf_stitch.characterize import storage
-from tf_stitch.characterize.campaign import characterize, parse_shard, select_models
+from tf_stitch.characterize.campaign import characterize, select_models
+from tf_stitch.characterize.shards import parse_shard
+from tf_stitch.cli import main
 from tf_stitch.profiler.store.profile import Profile
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -241,3 +243,17 @@ def test_a_saved_model_that_is_not_in_the_zoo(tmp_path: Path) -> None:
     assert ran <= set(ops.index) | {n for n in ran if "ArithmeticOptimizer" in n}
     roof = pd.read_csv(tmp_path / "report" / "tables" / "roofline_ops.csv")
     assert set(roof[roof.type.isin(kinds)].bound) == {"unknown"}
+
+
+def test_report_only_reports_what_the_shards_wrote_and_runs_nothing(
+    campaign: dict,  # type: ignore[type-arg]
+) -> None:
+    logdir = campaign["root"] / "logdir"
+    record = storage.record_path(str(logdir), "mlp")
+    before = Path(record).stat().st_mtime_ns
+    out = campaign["root"] / "merged_report"
+    argv = ["characterize", "--report-only", "--logdir", str(logdir), "--report", str(out)]
+    assert main(argv) == 0
+    assert (out / "index.html").is_file() and Path(record).stat().st_mtime_ns == before
+    models = set(pd.read_csv(out / "tables" / "models.csv").model)
+    assert {"lenet5", "mlp"} <= models

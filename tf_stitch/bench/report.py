@@ -70,7 +70,8 @@ def _count(m: Measurement, key: str) -> int | None:
 
 
 def summary(results: Mapping[str, Measurement]) -> dict[str, Any]:
-    """The geometric means and the issue's targets, met or not."""
+    """The geometric means and the issue's targets: met (True), not (False), or None where
+    what a target compares was not measured (`--no-xla-gpu`)."""
     vs_gpu = ratio(results, "tf_stitch_gpu", "xla_gpu")
     vs_cpu = ratio(results, "tf_stitch_gpu", "xla_cpu")
     cpu_vs_cpu = ratio(results, "tf_stitch_cpu", "xla_cpu")
@@ -85,8 +86,9 @@ def summary(results: Mapping[str, Measurement]) -> dict[str, Any]:
             f"GPU kernels <= {TARGET_VS_XLA_GPU}x XLA:GPU (geomean)": _at_most(
                 vs_gpu.geomean, TARGET_VS_XLA_GPU
             ),
-            "GPU kernels never more than XLA:GPU": bool(vs_gpu.per_workload)
-            and not vs_gpu.above_one,
+            "GPU kernels never more than XLA:GPU": (
+                not vs_gpu.above_one if vs_gpu.per_workload else None
+            ),
             f"GPU kernels <= {TARGET_VS_XLA_CPU}x XLA:CPU (geomean)": _at_most(
                 vs_cpu.geomean, TARGET_VS_XLA_CPU
             ),
@@ -94,8 +96,14 @@ def summary(results: Mapping[str, Measurement]) -> dict[str, Any]:
     }
 
 
-def _at_most(value: float | None, bound: float) -> bool:
-    return value is not None and value <= bound
+def _at_most(value: float | None, bound: float) -> bool | None:
+    """Whether `value` is at most `bound`; None where it was not measured (no XLA:GPU)."""
+    return None if value is None else value <= bound
+
+
+def verdict(met: bool | None) -> str:
+    """How a target reads: met, NOT met, or n/a where what it compares was not measured."""
+    return "n/a (not measured)" if met is None else "met" if met else "NOT met"
 
 
 def _cell(value: int | None) -> str:

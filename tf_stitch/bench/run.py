@@ -86,7 +86,7 @@ def markdown_report(
     if results:
         lines += ["", "Targets:"]
         for target, met in report.summary(results)["targets"].items():
-            lines.append(f"- {target}: {'met' if met else 'NOT met'}")
+            lines.append(f"- {target}: {report.verdict(met)}")
     return "\n".join(lines) + "\n"
 
 
@@ -164,7 +164,7 @@ def run_bench(
     bar.update(bar.total, "done")
     print("\n" + report.text(report.rows(results, failed)).rstrip(), file=stream)
     for target, met in (doc["summary"].get("targets") or {}).items():
-        print(f"  {target}: {'met' if met else 'NOT met'}", file=stream)
+        print(f"  {target}: {report.verdict(met)}", file=stream)
     print(
         f"wrote {out / JSON_NAME}, {out / MARKDOWN_NAME}, {out / TENSORBOARD_DIR / run_name}",
         file=stream,

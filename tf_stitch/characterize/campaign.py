@@ -5,7 +5,8 @@ A model that raises, crashes or runs out of memory is recorded as failed and the
 on; a model whose record says `ok` (for the batch sizes asked) is skipped, so an interrupted
 campaign resumes where it stopped (a model profiled before without tf_stitch gets only its
 tf_stitch part); `shard=(i, n)` takes every n-th model from the i-th (1-based),
-so n machines can split the zoo while writing to one shared logdir (any `tf.io.gfile` path).
+so n machines can split the zoo while writing to one shared logdir (any `tf.io.gfile` path;
+shards.py reads the part from a scheduler's variables).
 """
 
 from __future__ import annotations
@@ -20,24 +21,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tf_stitch.characterize import storage
+from tf_stitch.characterize.shards import Shard
 from tf_stitch.progress import Progress
 
 DEFAULT_BATCH_SIZES = (1, 8, 32)
 TIMEOUT_S = 3600.0  # one model's whole run (build, profiles, optimize)
 
 
-def parse_shard(text: str) -> tuple[int, int]:
-    """`"2/4"` -> (2, 4); ValueError unless 1 <= i <= n."""
-    try:
-        i, n = (int(x) for x in text.split("/"))
-    except ValueError:
-        raise ValueError(f"--shard must look like I/N (e.g. 1/4), got {text!r}") from None
-    if not 1 <= i <= n:
-        raise ValueError(f"--shard {text}: need 1 <= I <= N")
-    return i, n
-
-
-def select_models(models: str | list[str], shard: tuple[int, int] = (1, 1)) -> list[str]:
+def select_models(models: str | list[str], shard: Shard = (1, 1)) -> list[str]:
     """The models to run: "all" (the whole zoo, in its order) or names/`module:function` specs,
     then this shard's part of them."""
     from tf_stitch import zoo
@@ -119,7 +110,7 @@ def characterize(
     batch_sizes: tuple[int, ...] | list[int] = DEFAULT_BATCH_SIZES,
     logdir: str = "tf_stitch_characterize/logdir",
     report: str | None = "tf_stitch_characterize/report",
-    shard: tuple[int, int] = (1, 1),
+    shard: Shard = (1, 1),
     jobs: int = 1,
     steps: int = 10,
     warmup: int = 3,
