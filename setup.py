@@ -64,7 +64,17 @@ setup(
     # scipy: for JAX, installed --no-deps by the README's test command (XLA:GPU counts)
     # playwright: drives Debian's Chromium in the tab's browser test (no browser download)
     extras_require={
-        "dev": ["pytest", "pytest-xdist", "ruff", "mypy", "hypothesis", "scipy", "playwright"],
+        # pyyaml: tests/characterize/test_shards.py parses the README's Kubernetes Job manifest
+        "dev": [
+            "pytest",
+            "pytest-xdist",
+            "ruff",
+            "mypy",
+            "hypothesis",
+            "scipy",
+            "playwright",
+            "pyyaml",
+        ],
         # benchmarks/real_models.py: keras_hub's T5 (the other models need only Keras)
         "bench": ["keras-hub==0.32.0"],
     },

@@ -19,6 +19,9 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from tf_stitch.launches.hlo_module import HloInstruction, HloModuleText
+from tf_stitch.launches.hlo_proto import module_from_proto
+
 # Instructions that launch no kernel: they name, alias, group or order existing buffers (or
 # are resolved at compile time) and generate no device code of their own.
 NO_KERNEL_OPCODES: frozenset[str] = frozenset(
@@ -50,24 +53,6 @@ _SINGLE_REF = re.compile(
 )
 _LIST_REF = re.compile(r"\b(calls|branch_computations)=\{([^}]*)\}")
 _TRIP_COUNT = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"?(\d+)')
-
-
-@dataclass(frozen=True)
-class HloInstruction:
-    """One HLO instruction: its name, opcode, called computations and backend config."""
-
-    name: str
-    opcode: str
-    called: dict[str, list[str]] = field(default_factory=dict)
-    backend_config: str = ""
-
-
-@dataclass(frozen=True)
-class HloModuleText:
-    """The computations of a parsed HLO module text, by name, and the ENTRY's name."""
-
-    computations: dict[str, list[HloInstruction]]
-    entry: str
 
 
 @dataclass(frozen=True)
@@ -265,7 +250,11 @@ def count_hlo_kernels(hlo_text: str) -> HloKernels:
     count from `backend_config` (`known_trip_count.n`; one trip and a note if absent) and its
     condition one time more; `call` adds its callee; `conditional` its largest branch (noted).
     """
-    module = parse_hlo_module(hlo_text)
+    return count_module_kernels(parse_hlo_module(hlo_text))
+
+
+def count_module_kernels(module: HloModuleText) -> HloKernels:
+    """`count_hlo_kernels` of a module already read (from text, or hlo_proto.py's proto)."""
     tally = _KernelCounter(module).computation(module.entry)
     return HloKernels(
         total=tally.total,
@@ -287,7 +276,8 @@ def _python_function(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def compiler_ir(fn: Callable[..., Any], inputs: Any, stage: str) -> Any:
     """XLA's IR of `fn(*inputs)` compiled with `jit_compile=True`, at `stage` ("optimized_hlo"
-    text for this host's CPU; "hlo_serialized" bytes of the unoptimized module)."""
+    text or "optimized_hlo_serialized" proto bytes for this host's CPU; "hlo_serialized" bytes
+    of the unoptimized module)."""
     if isinstance(inputs, tf.Tensor | np.ndarray) or not isinstance(inputs, list | tuple):
         inputs = (inputs,)
     args = [tf.convert_to_tensor(v) if isinstance(v, np.ndarray) else v for v in inputs]
@@ -306,5 +296,7 @@ def optimized_hlo(fn: Callable[..., Any], inputs: Any) -> str:
 
 
 def count_xla_cpu_launches(fn: Callable[..., Any], inputs: Any) -> HloKernels:
-    """Count the kernels XLA (on this host's CPU) runs for one call `fn(*inputs)`."""
-    return count_hlo_kernels(optimized_hlo(fn, inputs))
+    """Count the kernels XLA (on this host's CPU) runs for one call `fn(*inputs)`, from the
+    optimized module's proto (hlo_proto.py)."""
+    data: bytes = compiler_ir(fn, inputs, "optimized_hlo_serialized")
+    return count_module_kernels(module_from_proto(data))

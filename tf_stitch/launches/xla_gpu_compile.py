@@ -1,11 +1,12 @@
 """The JAX side of counting XLA:GPU kernels without a GPU (run by xla_gpu.py as a subprocess,
 so that JAX and TensorFlow never share a process).
 
-    python -m tf_stitch.launches.xla_gpu_compile MODULE.hlo.pb TARGET.txtpb
+    python -m tf_stitch.launches.xla_gpu_compile MODULE.hlo.pb TARGET.txtpb [OPTIMIZED.hlo.pb]
 
 Compiles the serialized HLO module for the GPU the target description names (XLA's GPU
 target-config text format) with XLA's own GPU compiler, deviceless, and prints the optimized
-module's text. XLA_FLAGS (e.g. --xla_gpu_enable_triton_gemm=false) apply as usual. Needs the
+module's text (and writes its serialized HloModuleProto to OPTIMIZED.hlo.pb, where given).
+XLA_FLAGS (e.g. --xla_gpu_enable_triton_gemm=false) apply as usual. Needs the
 `xla-gpu` extra (jax, jaxlib and the CUDA plugin; see the README) and JAX_PLATFORMS=cpu.
 """
 
@@ -17,6 +18,12 @@ from typing import Any
 
 
 def compile_for_gpu(hlo_proto: bytes, target_config: str) -> str:
+    """The optimized module's text (see the module)."""
+    return optimize_for_gpu(hlo_proto, target_config)[0]
+
+
+def optimize_for_gpu(hlo_proto: bytes, target_config: str) -> tuple[str, bytes]:
+    """The optimized module's text and its serialized HloModuleProto."""
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     from jax._src import compiler
     from jax._src.interpreters import mlir
@@ -34,18 +41,24 @@ def compile_for_gpu(hlo_proto: bytes, target_config: str) -> str:
         executable = device.client.compile(
             module, executable_devices=_jax.DeviceList((device,)), compile_options=options
         )
-    return f"// device: {device.device_kind}\n" + executable.hlo_modules()[0].to_string()
+    optimized = executable.hlo_modules()[0]
+    text = f"// device: {device.device_kind}\n" + optimized.to_string()
+    return text, optimized.as_serialized_hlo_module_proto()
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
+    if len(argv) not in (2, 3):
         print(__doc__, file=sys.stderr)
         return 2
     with open(argv[0], "rb") as f:
         proto = f.read()
     with open(argv[1], encoding="utf-8") as f:
         target = f.read()
-    sys.stdout.write(compile_for_gpu(proto, target))
+    text, optimized = optimize_for_gpu(proto, target)
+    if len(argv) == 3:
+        with open(argv[2], "wb") as f:
+            f.write(optimized)
+    sys.stdout.write(text)
     return 0
 
 
