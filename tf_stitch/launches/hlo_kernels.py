@@ -289,12 +289,6 @@ def compiler_ir(fn: Callable[..., Any], inputs: Any, stage: str) -> Any:
         raise RuntimeError(f"XLA could not compile the function: {message}") from e
 
 
-def optimized_hlo(fn: Callable[..., Any], inputs: Any) -> str:
-    """XLA's optimized HLO text for `fn(*inputs)` compiled with `jit_compile=True`."""
-    text: str = compiler_ir(fn, inputs, "optimized_hlo")
-    return text
-
-
 def count_xla_cpu_launches(fn: Callable[..., Any], inputs: Any) -> HloKernels:
     """Count the kernels XLA (on this host's CPU) runs for one call `fn(*inputs)`, from the
     optimized module's proto (hlo_proto.py)."""

@@ -17,11 +17,6 @@ import sys
 from typing import Any
 
 
-def compile_for_gpu(hlo_proto: bytes, target_config: str) -> str:
-    """The optimized module's text (see the module)."""
-    return optimize_for_gpu(hlo_proto, target_config)[0]
-
-
 def optimize_for_gpu(hlo_proto: bytes, target_config: str) -> tuple[str, bytes]:
     """The optimized module's text and its serialized HloModuleProto."""
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
